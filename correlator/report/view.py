@@ -1,0 +1,283 @@
+"""What a person reads, built once from the JSON report and shared by every renderer.
+
+Every string here has gone through sanitize.clean*, lists longer than `max_rows` are cut with a
+count of what was left out, and rank lists are compressed into ranges, so renderers only lay out
+and escape; none of them has to think about scale or hostile text again.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .ranges import compress
+from .sanitize import clean, clean_line
+
+CELL_LIMIT = 240
+UNKNOWN = "—"
+
+
+@dataclass
+class Table:
+    columns: list[str]
+    rows: list[list[str]]
+    omitted: int = 0
+    omitted_noun: str = "rows"
+    code_columns: frozenset[int] = frozenset()  # file:line and commands: shown as code
+
+    @property
+    def more_line(self) -> str:
+        return f"+{self.omitted} more {self.omitted_noun}" if self.omitted else ""
+
+
+@dataclass
+class Section:
+    title: str
+    paragraphs: list[str] = field(default_factory=list)
+    tables: list[tuple[str, Table]] = field(default_factory=list)  # (caption, table)
+
+
+@dataclass
+class Remedy:
+    action: str
+    verify: str
+
+
+@dataclass
+class Verdict:
+    kind: str
+    summary: str
+    confidence: str
+    facts: list[tuple[str, str]]  # (label, value) lines under the summary
+    missing_facts: list[str]
+
+
+@dataclass
+class View:
+    title: str
+    verdict: Verdict
+    sections: list[Section]
+    remedies: list[Remedy]
+    remedies_omitted: int
+
+
+def build(report: dict, max_rows: int = 20) -> View:
+    job = report.get("job") or {}
+    sections = [
+        Section("What happened", paragraphs=[clean_line(s) for s in _list(report, "narrative")]),
+        _job_section(job, max_rows),
+        _process_groups_section(report, max_rows),
+        _divergence_section(report, max_rows),
+        _rank_states_section(report, max_rows),
+        _collateral_section(report, max_rows),
+        _evidence_section(report, max_rows),
+        _clock_section(report, max_rows),
+    ]
+    remedies = [
+        Remedy(clean_line(item.get("action")), clean(item.get("verify")).strip())
+        for item in _list(report, "remediation")
+    ]
+    return View(
+        title=f"correlator report: {clean_line(job.get('id')) or 'job'}",
+        verdict=_verdict(report, max_rows),
+        sections=[s for s in sections if s.paragraphs or s.tables],
+        remedies=remedies[:max_rows],
+        remedies_omitted=max(0, len(remedies) - max_rows),
+    )
+
+
+def culprit_ranks(report: dict) -> set[int]:
+    return {int(r) for r in (report.get("verdict") or {}).get("culprit_ranks") or []}
+
+
+def _verdict(report: dict, max_rows: int) -> Verdict:
+    verdict = report.get("verdict") or {}
+    culprits = culprit_ranks(report)
+    facts = []
+    if culprits:
+        facts.append(("culprit ranks", compress(culprits)))
+    hosts = verdict.get("culprit_hosts") or []
+    if hosts:
+        facts.append(("culprit hosts", _capped_join(hosts, max_rows)))
+    stalled = report.get("first_stalled")
+    if stalled:
+        facts.append(("first to stop", _first_stalled_text(stalled)))
+    divergence = report.get("divergence")
+    if divergence:
+        facts.append(("diverged at", _divergence_text(divergence)))
+    missing = [clean_line(f, CELL_LIMIT) for f in verdict.get("missing_facts") or []]
+    return Verdict(
+        kind=clean_line(verdict.get("kind")) or "unknown",
+        summary=clean_line(verdict.get("summary")),
+        confidence=clean_line(verdict.get("confidence")) or "unknown",
+        facts=facts,
+        missing_facts=missing[:max_rows] + ([f"+{len(missing) - max_rows} more"] if len(missing) > max_rows else []),
+    )
+
+
+def _first_stalled_text(stalled: dict) -> str:
+    where = f"rank {clean_line(stalled.get('rank'))}"
+    if stalled.get("host"):
+        where += f" ({clean_line(stalled.get('host'))})"
+    after = _collective_text(stalled.get("pg"), stalled.get("last_seq"), stalled.get("last_op"))
+    text = f"{where}, last collective {after}"
+    if stalled.get("last_seen"):
+        text += f", last seen {clean_line(stalled.get('last_seen'))}"
+    return text
+
+
+def _divergence_text(divergence: dict) -> str:
+    groups = divergence.get("groups") or []
+    op = next((g.get("op") for g in groups if g.get("op")), None)
+    sides = "; ".join(f"{compress(g.get('ranks') or []) or UNKNOWN}: {clean_line(g.get('op')) or 'never issued'}"
+                      for g in groups[:4])
+    more = f"; +{len(groups) - 4} more groups" if len(groups) > 4 else ""
+    return f"{_collective_text(divergence.get('pg'), divergence.get('seq'), op)} ({sides}{more})"
+
+
+def _collective_text(pg: object, seq: object, op: object) -> str:
+    name = clean_line(op) or "collective"
+    number = f" #{clean_line(seq)}" if seq is not None else ""
+    group = f" on PG {clean_line(pg)}" if pg is not None else ""
+    return f"{name}{number}{group}"
+
+
+def _job_section(job: dict, max_rows: int) -> Section:
+    ranks_seen = job.get("ranks_seen") or []
+    parts = [
+        f"world size {_value(job.get('world_size'))}",
+        f"ranks seen {compress(ranks_seen) or 'none'} ({len(ranks_seen)})",
+        f"hosts {_capped_join(job.get('hosts') or [], max_rows) or 'none'}",
+        f"{_value(job.get('files'))} files, {_value(job.get('lines'))} lines, "
+        f"{_value(job.get('lines_unparsed'))} unparsed",
+    ]
+    if job.get("skipped_lines") is not None:
+        parts.append(f"{_value(job.get('skipped_lines'))} lines skipped")
+    section = Section("Job", paragraphs=[f"{clean_line(job.get('id')) or 'job'} in "
+                                         f"{clean_line(job.get('log_dir')) or UNKNOWN}: " + "; ".join(parts)])
+    skipped = job.get("files_skipped") or []
+    if skipped:
+        rows = [[clean_line(f.get("path"), CELL_LIMIT), clean_line(f.get("reason"))] for f in skipped]
+        section.tables.append(("Files skipped", _table(["file", "reason"], rows, max_rows, "files", code=(0,))))
+    return section
+
+
+def _process_groups_section(report: dict, max_rows: int) -> Section:
+    section = Section("Last collective per process group")
+    for group in _list(report, "process_groups"):
+        rows = [
+            [_value(entry.get("seq")), clean_line(entry.get("op")) or UNKNOWN,
+             compress(entry.get("ranks") or []), str(len(entry.get("ranks") or []))]
+            for entry in sorted(group.get("last_seq") or [], key=lambda e: _sort_key(e.get("seq")))
+        ]
+        caption = (f"PG {clean_line(group.get('pg'))} ({clean_line(group.get('counter')) or 'seq'}, "
+                   f"size {_value(group.get('size'))})")
+        section.tables.append((caption, _table(["last seq", "op", "ranks", "count"], rows, max_rows, "sequence numbers")))
+    return section
+
+
+def _divergence_section(report: dict, max_rows: int) -> Section:
+    divergence = report.get("divergence")
+    if not divergence:
+        return Section("Divergence")
+    rows = [
+        [compress(g.get("ranks") or []), str(len(g.get("ranks") or [])),
+         clean_line(g.get("op")) or "never issued", _value(g.get("numel")), _value(g.get("dtype"))]
+        for g in divergence.get("groups") or []
+    ]
+    caption = (f"PG {clean_line(divergence.get('pg'))}, {clean_line(divergence.get('counter')) or 'seq'} "
+               f"#{_value(divergence.get('seq'))}")
+    return Section("Divergence", tables=[(caption, _table(["ranks", "count", "op", "numel", "dtype"], rows, max_rows, "groups"))])
+
+
+def rank_signature(entry: dict, culprits: set[int]) -> tuple:
+    """What makes two ranks behave 'the same' for grouping: how they ended and where they stopped."""
+    last = entry.get("last_collective") or {}
+    return (
+        int(entry.get("rank")) in culprits,
+        clean_line(entry.get("end")) or "unknown",
+        clean_line(last.get("pg")) if last else "",
+        last.get("seq") if last else None,
+        clean_line(last.get("op")) if last else "",
+    )
+
+
+def _rank_states_section(report: dict, max_rows: int) -> Section:
+    culprits = culprit_ranks(report)
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for entry in _list(report, "ranks"):
+        if entry.get("rank") is not None:
+            groups[rank_signature(entry, culprits)].append(entry)
+    ordered = sorted(groups.items(), key=lambda item: (not item[0][0], min(e["rank"] for e in item[1])))
+    rows = []
+    for (is_culprit, end, pg, seq, op), entries in ordered:
+        last = _collective_text(pg, seq, op) if seq is not None or op else UNKNOWN
+        last_seen = max((e.get("last_seen") or "" for e in entries), default="")
+        rows.append([compress(e["rank"] for e in entries), str(len(entries)), end, last,
+                     clean_line(last_seen) or UNKNOWN, "culprit" if is_culprit else ""])
+    table = _table(["ranks", "count", "end", "last collective", "last seen (latest)", "note"], rows, max_rows, "groups")
+    return Section("Rank states", tables=[("", table)] if rows else [])
+
+
+def _collateral_section(report: dict, max_rows: int) -> Section:
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for item in _list(report, "collateral"):
+        groups[(clean_line(item.get("kind")) or "unknown", clean_line(item.get("pg")),
+                item.get("seq"))].append(item)
+    ordered = sorted(groups.items(), key=lambda kv: min(_sort_key(i.get("time")) for i in kv[1]))
+    rows = []
+    for (kind, pg, seq), items in ordered:
+        ranks = [i["rank"] for i in items if i.get("rank") is not None]
+        where = _collective_text(pg or None, seq, None) if pg or seq is not None else UNKNOWN
+        first = min((i.get("time") or "" for i in items), default="")
+        detail = next((clean_line(i.get("text"), CELL_LIMIT) for i in items if i.get("text")), "")
+        rows.append([kind, compress(ranks) or UNKNOWN, str(len(items)), where, clean_line(first) or UNKNOWN, detail])
+    table = _table(["kind", "ranks", "count", "at", "first time", "detail"], rows, max_rows, "kinds")
+    return Section("Collateral (consequences, not causes)", tables=[("", table)] if rows else [])
+
+
+def _evidence_section(report: dict, max_rows: int) -> Section:
+    rows = [
+        [location(item), _value(item.get("rank")), clean_line(item.get("text"), CELL_LIMIT)]
+        for item in _list(report, "evidence")
+    ]
+    table = _table(["file:line", "rank", "text"], rows, max_rows, "evidence lines", code=(0,))
+    return Section("Evidence", tables=[("", table)] if rows else [])
+
+
+def _clock_section(report: dict, max_rows: int) -> Section:
+    clock = report.get("clock") or {}
+    if not clock:
+        return Section("Clock alignment")
+    offsets = sorted((clock.get("offsets_ms") or {}).items(), key=lambda kv: -abs(kv[1] or 0))
+    rows = [[clean_line(host), f"{offset:+.1f}" if isinstance(offset, (int, float)) else UNKNOWN] for host, offset in offsets]
+    paragraph = (f"reference host {clean_line(clock.get('reference_host')) or UNKNOWN}; "
+                 f"method: {clean_line(clock.get('method')) or UNKNOWN}")
+    tables = [("", _table(["host", "offset ms (largest first)"], rows, max_rows, "hosts"))] if rows else []
+    return Section("Clock alignment", paragraphs=[paragraph], tables=tables)
+
+
+def location(item: dict) -> str:
+    path = clean_line(item.get("file"), CELL_LIMIT) or "?"
+    return f"{path}:{item['line']}" if item.get("line") is not None else path
+
+
+def _table(columns: list[str], rows: list[list[str]], max_rows: int, noun: str, code: tuple[int, ...] = ()) -> Table:
+    return Table(columns, rows[:max_rows], max(0, len(rows) - max_rows), noun, frozenset(code))
+
+
+def _capped_join(values: list, limit: int) -> str:
+    shown = ", ".join(clean_line(v) for v in values[:limit])
+    return shown + (f" +{len(values) - limit} more" if len(values) > limit else "")
+
+
+def _list(report: dict, key: str) -> list:
+    return [item for item in report.get(key) or [] if item is not None]
+
+
+def _value(value: object) -> str:
+    return UNKNOWN if value is None else clean_line(value)
+
+
+def _sort_key(value: object) -> tuple:
+    """Sorts None last and mixed types without raising."""
+    return (value is None, str(type(value)), value if value is not None else 0)
