@@ -1,0 +1,166 @@
+"""Find the job's files: walk the directory, open compressed files and archive members in place
+(never extracting to disk), sniff binaries, and read what the path says about host and rank.
+
+Paths inside archives are shown as `archive.tar.gz!member`; a member's name never becomes a path
+on this machine, so `../x` and `/etc/x` members are harmless (they are listed, not written).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import stat
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, BinaryIO
+
+import zstandard
+
+SNIFF_BYTES = 8192
+# A log may contain a few NUL or control bytes; a file where they are common is not a log.
+BINARY_SHARE = 0.30
+_TEXT_BYTES = bytes(range(32, 256)) + b"\t\n\r\f\x1b"
+_TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst")
+
+
+@dataclass
+class Source:
+    path: str                           # relative to the job directory, `!` into archives
+    open: Callable[[], BinaryIO]        # a fresh decompressed byte stream
+    size: int | None = None
+    mtime: float | None = None
+    hints: dict = field(default_factory=dict)   # host / rank / local_rank from the path
+
+
+@dataclass
+class Skipped:
+    path: str
+    reason: str
+    size: int | None = None
+
+
+def _safe_name(name: str) -> str:
+    """A display name for untrusted text (archive member names, file names)."""
+    return re.sub(r"[\x00-\x1f\x7f]", "?", name)
+
+
+_HOST_DIR = re.compile(r"^(?:node|host|gpu|worker|compute|nid|slurmd-)[\w.-]*?\d+$", re.I)
+_POD = re.compile(r"^(?P<pod>[a-z0-9][a-z0-9.-]*-(?:master|worker|launcher)-\d+)(?:[-_.].*)?$")
+
+
+def path_hints(rel: str) -> dict:
+    """host / rank / local_rank that a path states (torchrun, srun %t, DeepSpeed, k8s layouts)."""
+    parts = rel.replace("!", "/").split("/")
+    name = parts[-1]
+    hints: dict = {}
+    for i, part in enumerate(parts[:-1]):
+        if part.startswith("attempt_") and i + 1 < len(parts) - 1 and parts[i + 1].isdigit():
+            hints["local_rank"] = int(parts[i + 1])      # torchrun: attempt_N/<local_rank>/stdout.log
+        elif _HOST_DIR.match(part):
+            hints["host"] = part
+        elif m := _POD.match(part):
+            hints["host"] = m["pod"]
+    if m := re.search(r"(?:^|[_.-])rank[_-]?(\d+)(?:[_.-]|$)", name, re.I):
+        hints["rank"] = int(m[1])
+    elif m := re.match(r"^.+-\d+-(\d+)\.(?:out|err|log)$", name):
+        hints["rank"] = int(m[1])                        # srun --output=%x-%j-%t.out
+    if m := re.match(r"^slurmd-([\w.-]+?)\.log", name):
+        hints["host"] = m[1]
+    elif m := _POD.match(name):
+        hints["host"] = m["pod"]
+    return hints
+
+
+def _decompressor(name: str, raw: Callable[[], BinaryIO]) -> Callable[[], BinaryIO]:
+    if name.endswith(".gz"):
+        return lambda: gzip.GzipFile(fileobj=raw())
+    if name.endswith(".zst"):
+        return lambda: zstandard.ZstdDecompressor().stream_reader(raw(), read_across_frames=True)
+    return raw
+
+
+def _display(name: str) -> str:
+    for suffix in (".gz", ".zst"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _tar_members(archive: Path, rel: str) -> tuple[list[Source], list[Skipped]]:
+    sources, skipped = [], []
+    try:
+        with tarfile.open(archive) as tar:
+            members = tar.getmembers()
+    except (tarfile.TarError, OSError, EOFError, zstandard.ZstdError) as e:
+        return [], [Skipped(rel, f"unreadable archive: {type(e).__name__}")]
+    for m in members:
+        shown = f"{rel}!{_safe_name(m.name)}"
+        if m.isdir():
+            continue
+        if not m.isfile():
+            skipped.append(Skipped(shown, "archive member is a link or special file"))
+            continue
+
+        def read_member(member=m) -> BinaryIO:
+            tar = tarfile.open(archive)
+            return tar.extractfile(member)
+        sources.append(Source(shown, _decompressor(m.name, read_member), m.size, float(m.mtime),
+                              path_hints(f"{rel}/{m.name}")))
+    return sources, skipped
+
+
+def discover(root: Path) -> tuple[list[Source], list[Skipped]]:
+    """Every readable file under `root` (archives expanded in place) and every skipped one."""
+    sources: list[Source] = []
+    skipped: list[Skipped] = []
+    root = Path(root)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=None):
+        dirnames.sort()
+        for d in list(dirnames):
+            full = Path(dirpath, d)
+            if full.is_symlink():
+                skipped.append(Skipped(_safe_name(str(full.relative_to(root))), "symbolic link"))
+                dirnames.remove(d)
+        for name in sorted(filenames):
+            full = Path(dirpath, name)
+            rel = _safe_name(str(full.relative_to(root)))
+            try:
+                st = full.lstat()
+            except OSError as e:
+                skipped.append(Skipped(rel, f"unreadable: {e.strerror}"))
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                skipped.append(Skipped(rel, "symbolic link"))
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                skipped.append(Skipped(rel, "not a regular file (fifo, socket or device)"))
+                continue
+            if name.endswith(_TAR_SUFFIXES):
+                found, lost = _tar_members(full, rel)
+                sources += found
+                skipped += lost
+                continue
+            raw = (lambda p=full: open(p, "rb"))
+            sources.append(Source(rel, _decompressor(name, raw), st.st_size, st.st_mtime,
+                                  path_hints(_display(rel))))
+    return sources, skipped
+
+
+def sniff(head: bytes) -> str | None:
+    """Why `head` is not a log ('binary'), or None when it looks like text."""
+    if not head:
+        return None
+    if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
+        return "pickle"
+    odd = len(head) - len(head.translate(None, _TEXT_BYTES))
+    return "binary" if odd / len(head) > BINARY_SHARE else None
+
+
+def read_head(src: Source) -> tuple[bytes, str | None]:
+    """The first bytes of a source and an error if it cannot be read."""
+    try:
+        with src.open() as f:
+            return f.read(SNIFF_BYTES), None
+    except (OSError, EOFError, zstandard.ZstdError, tarfile.TarError) as e:
+        return b"", f"unreadable: {type(e).__name__}"

@@ -1,0 +1,190 @@
+"""Apply the format specs to a batch of lines, vectorised: polars string kernels over the whole
+batch, one pass per spec, no Python per line.
+
+`parse_batch` takes raw lines and returns typed rows for every table, keyed by table name, plus
+the per-line frame that becomes the `events` table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import polars as pl
+
+from .spec import LINE_COLUMNS, FormatSpec, by_layer
+
+# ANSI CSI / OSC / two-byte escapes, then every other C0 control (tab kept) and DEL, C1 controls.
+_CONTROL = (
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?"
+    r"|[\x00-\x08\x0a-\x1f\x7f\x{80}-\x{9f}]"
+)
+
+# How each timestamp format is read; see parse_ts.
+TS_PRECISION = {"c10": "s", "torchlog": "ms", "iso": "ms", "iso_s": "s", "rfc3339": "us", "epoch": "s"}
+TS_INFERRED = {"c10": "year,zone", "torchlog": "year,zone", "iso": "zone", "iso_s": "zone", "rfc3339": None, "epoch": None}
+
+
+@dataclass(frozen=True)
+class FileContext:
+    """What is known about a file before reading its lines."""
+    path: str
+    host: str | None = None
+    rank: int | None = None
+    local_rank: int | None = None
+    year: int = 1970              # year of the file's mtime: the year of year-less timestamps
+    ref_mmdd: int = 1231          # month*100+day of the mtime: later MMDD belong to the year before
+
+    @staticmethod
+    def for_mtime(path: str, mtime: float | None, **hints) -> "FileContext":
+        if mtime is None:
+            return FileContext(path, **hints)
+        t = datetime.fromtimestamp(mtime, tz=timezone.utc)
+        return FileContext(path, year=t.year, ref_mmdd=t.month * 100 + t.day, **hints)
+
+
+def clean(text: pl.Expr) -> pl.Expr:
+    """Drop terminal escapes and control characters: log text must not drive a terminal."""
+    return text.str.replace_all(_CONTROL, "")
+
+
+def parse_ts(raw: pl.Expr, fmt: str, ctx: FileContext) -> pl.Expr:
+    """A UTC timestamp from `raw` in format `fmt`; local times without zone are taken as UTC."""
+    utc = pl.Datetime("us", "UTC")
+    if fmt in ("c10", "torchlog"):
+        # MMDD with the month not zero-padded (c10 streams it before setfill('0')).
+        mmdd = raw.str.split_exact(" ", 1).struct.field("field_0").str.to_integer(strict=False)
+        rest = raw.str.split_exact(" ", 1).struct.field("field_1")
+        year = pl.when(mmdd > ctx.ref_mmdd + 1).then(pl.lit(ctx.year - 1)).otherwise(pl.lit(ctx.year))
+        stamp = pl.format("{}-{}-{} {}", year, (mmdd // 100).cast(pl.String).str.zfill(2),
+                          (mmdd % 100).cast(pl.String).str.zfill(2), rest)
+        if fmt == "c10":  # the 9 "fraction" digits are CLOCK_MONOTONIC, not wall-clock: whole seconds only
+            stamp = stamp.str.slice(0, 19)
+        return stamp.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_zone="UTC").cast(utc)
+    if fmt in ("iso", "iso_s"):
+        norm = raw.str.replace("T", " ", literal=True).str.replace(",", ".", literal=True).str.slice(0, 26)
+        return norm.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_zone="UTC").cast(utc)
+    if fmt == "rfc3339":
+        return raw.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%#z", strict=False, time_zone="UTC").cast(utc)
+    if fmt == "epoch":
+        return pl.from_epoch(raw.str.to_integer(strict=False), time_unit="s").dt.replace_time_zone("UTC").cast(utc)
+    raise ValueError(f"unknown ts_format {fmt!r}")
+
+
+def _typed(value: pl.Expr, kind: str) -> pl.Expr:
+    if kind == "int":
+        return value.str.strip_chars().str.to_integer(strict=False)
+    if kind == "hex":
+        return value.str.strip_chars().str.strip_prefix("0x").str.to_integer(base=16, strict=False)
+    if kind == "upper":
+        return value.str.to_uppercase()
+    if kind == "float":
+        return value.str.strip_chars().cast(pl.Float64, strict=False)
+    return value
+
+
+def _fields(spec: FormatSpec, text: pl.Expr, candidate: pl.Expr) -> tuple[pl.Expr, dict[str, pl.Expr]]:
+    """(matched, {field: typed value}) for `spec` on the candidate rows of `text`."""
+    matched = candidate & text.str.contains(spec.regex)
+    subject = pl.when(matched).then(text)
+    if spec.split is not None:
+        tokens = subject.str.split(spec.split)
+        raw = {f: tokens.list.get(i, null_on_oob=True) for f, i in spec.positions.items()}
+    else:
+        groups = subject.str.extract_groups(spec.regex)
+        raw = {f: groups.struct.field(f) for f in spec.fields}
+    out = {}
+    for f, v in raw.items():
+        if f in spec.strip:
+            v = v.str.strip_chars(spec.strip[f])
+        if f in spec.maps:
+            v = v.replace(spec.maps[f])
+        default = "int" if spec.layer != "message" and _LINE_DTYPES.get(f) == pl.Int64 else "str"
+        out[f] = _typed(v, spec.types.get(f, default))
+    return matched, out
+
+
+def _candidates(spec: FormatSpec, text: pl.Expr, free: pl.Expr) -> pl.Expr:
+    if spec.literal:
+        free = free & text.str.contains(spec.literal, literal=True)
+    if spec.exclude:
+        free = free & ~text.str.contains(spec.exclude)
+    return free
+
+
+def _apply_line_specs(df: pl.DataFrame, layer: str, tag: str, ctx: FileContext) -> pl.DataFrame:
+    """Wrappers and headers: strip the prefix into line columns; `text` keeps the rest."""
+    for spec in by_layer(layer):
+        free = pl.col(tag).is_null() if layer == "header" else pl.lit(True)
+        matched, values = _fields(spec, pl.col("text"), _candidates(spec, pl.col("text"), free))
+        if spec.min_share:
+            share = df.select(matched.mean()).item() or 0.0
+            if share < spec.min_share:
+                continue
+        updates = {c: pl.when(matched).then(v).otherwise(pl.col(c))
+                   for c, v in values.items() if c != "msg"}
+        if spec.ts_format:
+            col = "wrap_ts" if layer == "wrapper" else "ts_raw"
+            # A collector's UTC time (wrapper) beats a logger's local, zone-less one (header).
+            parsed = pl.when(matched & pl.col("ts").is_null()).then(parse_ts(values[col], spec.ts_format, ctx))
+            updates["ts"] = pl.coalesce(pl.col("ts"), parsed)
+            updates["ts_fmt"] = pl.coalesce(pl.col("ts_fmt"), pl.when(parsed.is_not_null()).then(pl.lit(spec.ts_format)))
+        updates["text"] = pl.when(matched).then(values["msg"]).otherwise(pl.col("text"))
+        if layer == "header":
+            updates[tag] = pl.when(matched).then(pl.lit(spec.name)).otherwise(pl.col(tag))
+            updates["source"] = pl.when(matched).then(pl.lit(spec.source)).otherwise(pl.col("source"))
+        df = df.with_columns(**updates)
+    return df
+
+
+_LINE_DTYPES = {c: pl.String for c in LINE_COLUMNS} | {
+    c: pl.Int64 for c in ("tee_local_rank", "task", "mpi_rank", "pid", "tid", "dev", "grank")
+}
+
+
+def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSpec, pl.DataFrame]]]:
+    """Message specs, first match wins; each emits its rows (idx + fields + const)."""
+    emitted = []
+    for spec in by_layer("message"):
+        free = pl.col("kind").is_null()
+        if spec.headers:
+            free = free & pl.col("header").is_in(list(spec.headers))
+        matched, values = _fields(spec, pl.col("text"), _candidates(spec, pl.col("text"), free))
+        hits = df.select(pl.col("idx"), matched.alias("_m"), **values).filter(pl.col("_m")).drop("_m")
+        if hits.is_empty():
+            continue
+        hit = pl.col("idx").is_in(hits["idx"].implode())
+        df = df.with_columns(
+            kind=pl.when(hit).then(pl.lit(spec.name)).otherwise(pl.col("kind")),
+            source=pl.when(hit & pl.col("source").is_null()).then(pl.lit(spec.source)).otherwise(pl.col("source")),
+        )
+        emitted.append((spec, hits.with_columns(**{k: pl.lit(v) for k, v in spec.const.items()})))
+    return df, emitted
+
+
+def parse_batch(lines: pl.Series, first_line: int, ctx: FileContext) -> tuple[pl.DataFrame, list]:
+    """Parse raw lines (line numbers from `first_line`).
+
+    Returns the per-line frame (idx, line, resolved host/pid/rank/local_rank/ts, header, kind,
+    source, level, text, and the wrapper columns) and the emitted (spec, rows) pairs.
+    """
+    n = len(lines)
+    df = pl.DataFrame({"idx": pl.int_range(0, n, eager=True), "text": lines}).with_columns(
+        line=pl.col("idx") + first_line,
+        text=clean(pl.col("text")),
+        header=pl.lit(None, pl.String), kind=pl.lit(None, pl.String), source=pl.lit(None, pl.String),
+        ts=pl.lit(None, pl.Datetime("us", "UTC")), ts_fmt=pl.lit(None, pl.String),
+        **{c: pl.lit(None, _LINE_DTYPES[c]) for c in LINE_COLUMNS if c != "msg"},
+    )
+    df = _apply_line_specs(df, "wrapper", "header", ctx)
+    df = _apply_line_specs(df, "header", "header", ctx)
+    df, emitted = _apply_messages(df)
+    df = df.with_columns(
+        host=pl.coalesce("host", "pdsh_host", "pod", pl.lit(ctx.host)),
+        rank=pl.coalesce("grank", "task", "mpi_rank", pl.lit(ctx.rank, pl.Int64)),
+        local_rank=pl.coalesce("tee_local_rank", pl.lit(ctx.local_rank, pl.Int64)),
+        kind=pl.coalesce("kind", "header", pl.lit("other")),
+        source=pl.coalesce("source", pl.lit("text")),
+        ts_precision=pl.col("ts_fmt").replace_strict(TS_PRECISION, default=None),
+        ts_inferred=pl.col("ts_fmt").replace_strict(TS_INFERRED, default=None),
+    )
+    return df, emitted

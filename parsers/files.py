@@ -1,0 +1,112 @@
+"""Parse one file: a pure function from a source to Arrow tables (so it can be mapped over files
+in parallel here, or over a cluster by another engine).
+
+Text logs go through the line engine batch by batch; a few formats are whole files (error.json,
+sacct, Flight Recorder dumps) and have their own parser, registered in WHOLE_FILE_PARSERS.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import polars as pl
+import pyarrow as pa
+
+from correlator.discover import Source, read_head, sniff
+from correlator.tables import conform
+
+from .engine import FileContext, parse_batch
+from .multiline import mark_tracebacks
+from .reader import ReadStats, iter_batches
+
+EVENT_COLUMNS = ("file", "line", "host", "pid", "rank", "local_rank", "source", "kind", "level",
+                 "ts", "ts_precision", "ts_inferred", "text")
+LINE_KEYS = ("file", "line", "host", "pid", "rank", "local_rank", "ts")
+UNPARSED = "other"           # the kind of a line no format recognised
+WHOLE_FILE_MAX = 256 << 20   # bytes a whole-file parser may read
+
+
+@dataclass
+class FileResult:
+    path: str
+    tables: dict[str, list[pa.Table]] = field(default_factory=dict)
+    stats: ReadStats = field(default_factory=ReadStats)
+    unparsed: int = 0
+    kinds: set = field(default_factory=set)
+    skip_reason: str | None = None
+    hints: dict = field(default_factory=dict)
+    mtime: float | None = None
+
+    def add(self, name: str, table: pa.Table) -> None:
+        if table.num_rows:
+            self.tables.setdefault(name, []).append(conform(name, table))
+
+
+@dataclass(frozen=True)
+class WholeFileParser:
+    name: str
+    claims: Callable[[str, bytes], bool]                 # (path, first bytes) -> is it mine?
+    parse: Callable[[bytes, "FileResult"], None]         # fills result.tables / stats
+
+
+WHOLE_FILE_PARSERS: list[WholeFileParser] = []
+
+
+def register(parser: WholeFileParser) -> WholeFileParser:
+    WHOLE_FILE_PARSERS.append(parser)
+    return parser
+
+
+def _rows_for_tables(df: pl.DataFrame, emitted: list, path: str, result: FileResult) -> None:
+    """Join each spec's rows with the resolved line columns and add them to their table."""
+    keys = df.select("idx", pl.lit(path).alias("file"), *LINE_KEYS[1:])
+    for spec, rows in emitted:
+        if not spec.table:
+            continue
+        joined = rows.join(keys, on="idx", how="left", suffix="_line")
+        both = [c for c in LINE_KEYS if f"{c}_line" in joined.columns]
+        joined = joined.with_columns(pl.coalesce(c, f"{c}_line").alias(c) for c in both)
+        result.add(spec.table, joined.drop("idx", *(f"{c}_line" for c in both)).to_arrow())
+
+
+def parse_text(src: Source, result: FileResult, ctx: FileContext) -> None:
+    with src.open() as stream:
+        for first, lines in iter_batches(stream, result.stats):
+            df, emitted = parse_batch(pl.Series("text", lines, dtype=pl.String), first, ctx)
+            df = mark_tracebacks(df)
+            _rows_for_tables(df, emitted, src.path, result)
+            events = df.with_columns(file=pl.lit(src.path)).select(EVENT_COLUMNS)
+            result.add("events", events.to_arrow())
+            counts = events.group_by("kind").len()
+            result.kinds |= set(counts["kind"].to_list()) - {UNPARSED}
+            result.unparsed += int(counts.filter(pl.col("kind") == UNPARSED)["len"].sum())
+
+
+def parse_source(src: Source) -> FileResult:
+    """Never raises for bad input: what cannot be read is a skip reason or a read error."""
+    result = FileResult(src.path, hints=src.hints, mtime=src.mtime)
+    head, error = read_head(src)
+    if error:
+        result.skip_reason = error
+        return result
+    for parser in WHOLE_FILE_PARSERS:
+        if parser.claims(src.path, head):
+            try:
+                with src.open() as f:
+                    parser.parse(f.read(WHOLE_FILE_MAX), result)
+            except Exception as e:  # untrusted input: a parser's failure is a finding, not a crash
+                result.tables.clear()
+                result.skip_reason = f"not a valid {parser.name}: {type(e).__name__}: {e}"[:300]
+                return result
+            result.kinds.add(parser.name)
+            return result
+    reason = sniff(head)
+    if reason:
+        result.skip_reason = reason
+        return result
+    ctx = FileContext.for_mtime(src.path, src.mtime, **src.hints)
+    try:
+        parse_text(src, result, ctx)
+    except Exception as e:  # keep what was parsed; the rest of the file is reported, not lost
+        result.stats.error = f"parse error after line {result.stats.lines}: {type(e).__name__}: {e}"[:300]
+    return result

@@ -1,0 +1,47 @@
+"""Events that span lines: Python tracebacks, one event per exception, per rank stream.
+
+Ranks interleave in a console capture, so lines are grouped by the stream they came from (the
+torchrun tee / srun label / c10 rank) before blocks are cut. Vectorised over the batch.
+"""
+from __future__ import annotations
+
+import polars as pl
+
+_EXCEPTION = r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Abort|Warning|Timeout)\b(?::.*)?$"
+_FRAME = r'^  File "(?P<frame_file>[^"]*)", line (?P<frame_line>\d+), in (?P<frame_fn>.*)$'
+
+
+def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
+    """Set kind traceback_start / traceback_frame / traceback on the lines of each traceback;
+    the exception line's text becomes `Type: message (in fn at file:line)`."""
+    start = pl.col("text").str.starts_with("Traceback (most recent call last):")
+    if not df.select(start.any()).item():
+        return df
+    stream = pl.coalesce(pl.col("tee_local_rank").cast(pl.String), pl.col("task").cast(pl.String),
+                         pl.col("rank").cast(pl.String), pl.col("pod"), pl.lit(""))
+    indented = pl.col("text").str.starts_with("  ") | (pl.col("text") == "")
+    work = df.with_columns(_stream=stream).with_columns(
+        _block=start.cast(pl.Int64).cum_sum().over("_stream", order_by="line"),
+    ).with_columns(
+        _ends=(~indented & ~start).cast(pl.Int64).cum_sum().over(["_stream", "_block"], order_by="line"),
+    )
+    in_block = pl.col("_block") > 0
+    frame = in_block & (pl.col("_ends") == 0) & ~start
+    exc = in_block & (pl.col("_ends") == 1) & ~indented & ~start & pl.col("text").str.contains(_EXCEPTION)
+    innermost = (
+        work.filter(frame & pl.col("text").str.contains(_FRAME))
+        .group_by(["_stream", "_block"]).agg(pl.col("text").sort_by("line").last().alias("_frame"))
+        .with_columns(pl.col("_frame").str.extract_groups(_FRAME).alias("_f"))
+        .select("_stream", "_block", pl.format(" (in {} at {}:{})", pl.col("_f").struct.field("frame_fn"),
+                                                  pl.col("_f").struct.field("frame_file"),
+                                                  pl.col("_f").struct.field("frame_line")).alias("_where"))
+    )
+    work = work.join(innermost, on=["_stream", "_block"], how="left")
+    return work.with_columns(
+        kind=pl.when(start & pl.col("kind").is_in(["other"])).then(pl.lit("traceback_start"))
+        .when(frame & (pl.col("kind") == "other")).then(pl.lit("traceback_frame"))
+        .when(exc).then(pl.lit("traceback"))
+        .otherwise(pl.col("kind")),
+        text=pl.when(exc).then(pl.col("text") + pl.col("_where").fill_null("")).otherwise(pl.col("text")),
+        source=pl.when(exc | frame | start).then(pl.lit("python")).otherwise(pl.col("source")),
+    ).drop("_stream", "_block", "_ends", "_where")

@@ -1,0 +1,78 @@
+"""Read a byte stream as batches of lines in bounded memory.
+
+Lines are split by pyarrow over a whole batch (no Python object per line); invalid UTF-8 is
+replaced, over-long lines are cut, and a stream that ends early (truncated .gz) keeps every
+line read so far and reports the error.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import zstandard
+
+BATCH_BYTES = 16 << 20
+MAX_LINE = 64 << 10        # characters kept of one line; the rest is counted, not kept
+
+
+@dataclass
+class ReadStats:
+    bytes: int = 0
+    lines: int = 0
+    cut_lines: int = 0          # lines longer than MAX_LINE, kept in part
+    error: str | None = None    # the stream ended early: truncated or corrupt
+
+
+def _split(data: bytes, stats: ReadStats) -> pa.Array:
+    text = data.decode("utf-8", errors="replace")
+    lines = pc.list_flatten(pc.split_pattern(pa.array([text], pa.large_string()), "\n"))
+    if text.endswith("\n"):
+        lines = lines.slice(0, len(lines) - 1)
+    long = pc.greater(pc.utf8_length(lines), MAX_LINE)
+    cut = pc.sum(long).as_py() or 0
+    if cut:
+        stats.cut_lines += cut
+        lines = pc.utf8_slice_codeunits(lines, 0, MAX_LINE)
+    return lines
+
+
+def iter_batches(stream: BinaryIO, stats: ReadStats, batch_bytes: int = BATCH_BYTES) -> Iterator[tuple[int, pa.Array]]:
+    """Yield (number of the batch's first line, lines) until the stream ends or breaks."""
+    carry = b""
+    skipping = False            # inside a line too long to buffer: drop bytes up to its newline
+    first = 1
+    while True:
+        try:
+            chunk = stream.read(batch_bytes)
+        except (EOFError, OSError, zlib.error, zstandard.ZstdError) as e:
+            stats.error = f"truncated or corrupt stream ({type(e).__name__}: {e})"[:200]
+            chunk = b""
+        stats.bytes += len(chunk)
+        if skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0 and chunk:
+                continue
+            chunk, skipping = chunk[nl + 1:] if nl >= 0 else b"", False
+        data = carry + chunk
+        if not chunk:
+            carry = b""
+        else:
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                if len(data) < batch_bytes:
+                    carry = data
+                    continue
+                # One line longer than a batch: keep its head, skip to its end.
+                data, carry, skipping = data[: MAX_LINE * 4] + b"\n", b"", True
+            else:
+                data, carry = data[: cut + 1], data[cut + 1:]
+        if data:
+            lines = _split(data, stats)
+            stats.lines += len(lines)
+            yield first, lines
+            first += len(lines)
+        if not chunk:
+            return
