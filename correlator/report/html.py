@@ -25,7 +25,7 @@ th,td{border-bottom:1px solid #e5e7eb;padding:3px 10px 3px 0;text-align:left;ver
 th{color:#374151}td{word-break:break-word;max-width:640px}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
 pre{background:#f3f4f6;padding:8px;border-radius:4px;white-space:pre-wrap}
-.more,.note{color:#6b7280;font-style:italic;margin:2px 0 10px}.culprit-tag{color:#b91c1c;font-weight:600}
+.more,.note{color:#6b7280;font-style:italic;margin:2px 0 10px}.culprit-tag{color:#b91c1c;font-weight:600;white-space:nowrap}
 .chart{overflow-x:auto}.t-caption,.t-tick{font-size:11px;fill:#4b5563}.t-label{font-size:11px;fill:#1f2937}
 .t-culprit{fill:#b91c1c;font-weight:700}.t-grid{stroke:#e5e7eb}.t-collective{fill:#1e3a8a}
 .t-collective-span{stroke:#1e3a8a;stroke-width:2;stroke-opacity:.5}.t-dot{fill:#2563eb;fill-opacity:.8}

@@ -66,7 +66,7 @@ def render(report: dict, max_bands: int = 48) -> str:
     if stalled.get("last_seen") and _seconds(stalled["last_seen"]) is not None:
         parts.append(chart.stop_line(stalled))
     parts.append(chart.legend())
-    return "\n".join(["<svg xmlns='http://www.w3.org/2000/svg' " + chart.size_attributes() + " role='img' "
+    return "\n".join(["<svg " + chart.size_attributes() + " role='img' "
                       "aria-label='timeline of ranks against aligned time'>", *parts, "</svg>"])
 
 
@@ -234,7 +234,8 @@ class _Chart:
         x = self.x(_seconds(stalled["last_seen"]))
         label = (f"stop point: rank {clean_line(stalled.get('rank'))} after "
                  f"{_collective_label({'pg': stalled.get('pg'), 'seq': stalled.get('last_seq'), 'op': stalled.get('last_op')})}")
-        anchor = "end" if x > WIDTH * 0.7 else "start"
+        label = clean_line(label, 110)
+        anchor = "end" if x + 6.5 * len(label) > WIDTH - RIGHT else "start"
         offset = -4 if anchor == "end" else 4
         return (f"<line x1='{x:.1f}' y1='{TOP - 12}' x2='{x:.1f}' y2='{TOP + self.plot_height}' class='t-stop'/>"
                 f"<text x='{x + offset:.1f}' y='{TOP - 16}' text-anchor='{anchor}' class='t-stop-label'>{escape(label)}</text>")

@@ -13,6 +13,7 @@ from .ranges import compress
 from .sanitize import clean, clean_line
 
 CELL_LIMIT = 240
+INLINE_LIMIT = 8  # names listed inside a sentence before "+N more"
 UNKNOWN = "—"
 
 
@@ -146,7 +147,7 @@ def _job_section(job: dict, max_rows: int) -> Section:
     parts = [
         f"world size {_value(job.get('world_size'))}",
         f"ranks seen {compress(ranks_seen) or 'none'} ({len(ranks_seen)})",
-        f"hosts {_capped_join(job.get('hosts') or [], max_rows) or 'none'}",
+        f"{len(job.get('hosts') or [])} hosts {_capped_join(job.get('hosts') or [], INLINE_LIMIT) or ''}".rstrip(),
         f"{_value(job.get('files'))} files, {_value(job.get('lines'))} lines, "
         f"{_value(job.get('lines_unparsed'))} unparsed",
     ]
@@ -162,17 +163,36 @@ def _job_section(job: dict, max_rows: int) -> Section:
 
 
 def _process_groups_section(report: dict, max_rows: int) -> Section:
-    section = Section("Last collective per process group")
-    for group in _list(report, "process_groups"):
-        rows = [
-            [_value(entry.get("seq")), clean_line(entry.get("op")) or UNKNOWN,
-             compress(entry.get("ranks") or []), str(len(entry.get("ranks") or []))]
-            for entry in sorted(group.get("last_seq") or [], key=lambda e: _sort_key(e.get("seq")))
-        ]
-        caption = (f"PG {clean_line(group.get('pg'))} ({clean_line(group.get('counter')) or 'seq'}, "
-                   f"size {_value(group.get('size'))})")
-        section.tables.append((caption, _table(["last seq", "op", "ranks", "count"], rows, max_rows, "sequence numbers")))
-    return section
+    """PGs whose ranks disagree get their own rows, first; PGs that ended in step together share one row.
+
+    Jobs with tensor/pipeline parallelism have hundreds of PGs that all end alike; folding them keeps
+    the table about the PGs that matter.
+    """
+    groups = sorted(_list(report, "process_groups"), key=lambda g: _natural_key(g.get("pg")))
+    rows = []
+    uniform: dict[tuple, list[dict]] = defaultdict(list)
+    for group in groups:
+        entries = group.get("last_seq") or []
+        if len(entries) == 1:
+            entry = entries[0]
+            uniform[(clean_line(group.get("counter")), group.get("size"), entry.get("seq"), clean_line(entry.get("op")))].append(group)
+            continue
+        for entry in sorted(entries, key=lambda e: _sort_key(e.get("seq"))):
+            rows.append(_pg_row([group], group.get("size"), entry.get("seq"), entry.get("op"), entry.get("ranks") or []))
+    for (_, size, seq, op), alike in uniform.items():
+        ranks = {rank for group in alike for rank in group["last_seq"][0].get("ranks") or []}
+        rows.append(_pg_row(alike, size, seq, op, ranks))
+    columns = ["pg", "counter", "size", "last seq", "op", "ranks", "count"]
+    table = _table(columns, rows, max_rows, f"rows ({len(groups)} process groups in all)")
+    return Section("Last collective per process group", tables=[("", table)] if rows else [])
+
+
+def _pg_row(groups: list[dict], size: object, seq: object, op: object, ranks) -> list[str]:
+    names = [clean_line(g.get("pg")) for g in groups]
+    label = compress(int(n) for n in names) if all(n.isdigit() for n in names) else _capped_join(names, 8)
+    counters = sorted({clean_line(g.get("counter")) for g in groups})
+    return [label, ", ".join(counters) or UNKNOWN, _value(size), _value(seq), clean_line(op) or UNKNOWN,
+            compress(ranks), str(len(set(ranks)))]
 
 
 def _divergence_section(report: dict, max_rows: int) -> Section:
@@ -276,6 +296,12 @@ def _list(report: dict, key: str) -> list:
 
 def _value(value: object) -> str:
     return UNKNOWN if value is None else clean_line(value)
+
+
+def _natural_key(value: object) -> tuple:
+    """PG names sort as numbers when they are numbers ("2" before "10")."""
+    text = "" if value is None else str(value)
+    return (0, int(text), "") if text.isdigit() else (1, 0, text)
 
 
 def _sort_key(value: object) -> tuple:
