@@ -286,3 +286,27 @@ def test_html_is_offline(build):
     assert not {"script", "link", "img", "iframe", "object", "embed"} & set(tags.tags)
     assert not [value for name, value in tags.attributes if name in ("src", "href")]
     assert "url(" not in document and "@import" not in document
+
+
+@pytest.mark.parametrize("fmt", ["json", "terminal", "markdown", "html"])
+def test_sparse_reports_render(fmt):
+    """Only the contract fields, no times, no per-rank data: every format still renders."""
+    report = load("missing_collective_4")
+    for key in ("narrative", "process_groups", "ranks"):
+        del report[key]
+    report["timeline"][0]["time"] = "not a time"
+    assert render({}, fmt)
+    output = render(report, fmt)
+    assert "missing_collective" in output
+
+
+def test_html_timeline_falls_back_to_events_without_per_rank_data():
+    report = load("missing_collective_4")
+    del report["ranks"]
+    svg = render(report, "html")
+    assert "★ rank 2<" in svg and "rank 3<" in svg
+
+
+def test_unknown_format_is_an_error():
+    with pytest.raises(ValueError):
+        render({}, "pdf")

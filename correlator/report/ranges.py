@@ -24,13 +24,3 @@ def compress(ranks: Iterable[int]) -> str:
 def _span(first: int, last: int) -> str:
     return str(first) if first == last else f"{first}-{last}"
 
-
-def runs(ranks: Iterable[int]) -> list[tuple[int, int]]:
-    """Consecutive runs as (first, last) pairs, sorted."""
-    result: list[tuple[int, int]] = []
-    for rank in sorted({int(rank) for rank in ranks}):
-        if result and rank == result[-1][1] + 1:
-            result[-1] = (result[-1][0], rank)
-        else:
-            result.append((rank, rank))
-    return result

@@ -140,8 +140,9 @@ class _Chart:
         self.job_row = 1 if has_job_row else 0
         self.row_height = 20 if len(bands) + self.job_row <= 32 else 13
         self.plot_height = (len(bands) + self.job_row) * self.row_height
-        self.height = TOP + self.plot_height + 78
+        self.height = TOP + self.plot_height + 64
         self.band_starts = [band.ranks[0] for band in bands]
+        self.drawn: set[str] = set()  # the markers the legend must explain
 
     def size_attributes(self) -> str:
         return f"width='{WIDTH}' height='{self.height}' viewBox='0 0 {WIDTH} {self.height}'"
@@ -165,7 +166,7 @@ class _Chart:
             x = self.x(tick)
             parts.append(f"<line x1='{x:.1f}' y1='{TOP - 4}' x2='{x:.1f}' y2='{bottom}' class='t-grid'/>")
             parts.append(f"<text x='{x:.1f}' y='{bottom + 14}' text-anchor='middle' class='t-tick'>"
-                         f"+{_tick_label(tick - self.origin)}</text>")
+                         f"+{_tick_label(tick - self.origin, self.last - self.origin)}</text>")
         return "\n".join(parts)
 
     def _row_background(self, row: int, label: str, is_culprit: bool) -> str:
@@ -189,6 +190,7 @@ class _Chart:
                 f"fill-opacity='0.55'{outline}><title>{escape(band.label)}: end {escape(band.end)}, "
                 f"last collective {escape(band.last_collective)}</title></rect>")
         if band.collective_times:
+            self.drawn.add("last collective")
             x1, x2 = self.x(min(band.collective_times)), self.x(max(band.collective_times))
             size = self.row_height * 0.32
             if x2 - x1 > 1:
@@ -215,6 +217,7 @@ class _Chart:
             y = self.y(row) + self.row_height / 2
             severe = any(word in (clean_line(e.get("kind")) + " " + clean_line(e.get("text"), 200)).lower()
                          for e in grouped for word in SEVERE_WORDS)
+            self.drawn.add("error event" if severe else "event")
             more = f" (+{len(grouped) - 1} more events here)" if len(grouped) > 1 else ""
             tooltip = (f"{clean_line(event.get('time'))} rank {clean_line(event.get('rank')) or '-'} "
                        f"{clean_line(event.get('kind'))}: {clean_line(event.get('text'), 160)}{more}")
@@ -234,6 +237,7 @@ class _Chart:
         x = self.x(_seconds(stalled["last_seen"]))
         label = (f"stop point: rank {clean_line(stalled.get('rank'))} after "
                  f"{_collective_label({'pg': stalled.get('pg'), 'seq': stalled.get('last_seq'), 'op': stalled.get('last_op')})}")
+        self.drawn.add("stop point")
         label = clean_line(label, 110)
         anchor = "end" if x + 6.5 * len(label) > WIDTH - RIGHT else "start"
         offset = -4 if anchor == "end" else 4
@@ -252,6 +256,7 @@ class _Chart:
             (lambda x, y: f"<circle cx='{x + 7}' cy='{y - 4}' r='3' class='t-dot-severe'/>", "error event"),
             (lambda x, y: f"<line x1='{x + 7}' y1='{y - 10}' x2='{x + 7}' y2='{y + 2}' class='t-stop'/>", "stop point"),
         ]
+        items = [(shape, label) for shape, label in items if label.startswith("ended: ") or label in self.drawn]
         parts, x, y = [], 12, TOP + self.plot_height + 36
         for shape, label in items:
             width = 26 + 6.2 * len(label)
@@ -273,12 +278,13 @@ def _ticks(origin: float, last: float) -> list[float]:
     return [origin + k * step for k in range(count)]
 
 
-def _tick_label(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.2g}h" if seconds % 3600 else f"{seconds / 3600:.0f}h"
-    if seconds >= 120:
-        return f"{seconds / 60:.3g}m"
-    return f"{seconds:.3g}s"
+def _tick_label(seconds: float, span: float) -> str:
+    """One unit for the whole axis, picked from its span, so labels read as a sequence."""
+    if span >= 3 * 3600:
+        return f"{seconds / 3600:g}h"
+    if span >= 300:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"
 
 
 def _collective_label(last: dict) -> str:

@@ -64,7 +64,7 @@ class View:
 def build(report: dict, max_rows: int = 20) -> View:
     job = report.get("job") or {}
     sections = [
-        Section("What happened", paragraphs=[clean_line(s) for s in _list(report, "narrative")]),
+        Section("What happened", paragraphs=[clean_line(s) for s in _list(report, "narrative")[:max_rows]]),
         _job_section(job, max_rows),
         _process_groups_section(report, max_rows),
         _divergence_section(report, max_rows),
@@ -147,7 +147,7 @@ def _job_section(job: dict, max_rows: int) -> Section:
     parts = [
         f"world size {_value(job.get('world_size'))}",
         f"ranks seen {compress(ranks_seen) or 'none'} ({len(ranks_seen)})",
-        f"{len(job.get('hosts') or [])} hosts {_capped_join(job.get('hosts') or [], INLINE_LIMIT) or ''}".rstrip(),
+        f"hosts ({len(job.get('hosts') or [])}) {_capped_join(job.get('hosts') or [], INLINE_LIMIT) or 'none'}",
         f"{_value(job.get('files'))} files, {_value(job.get('lines'))} lines, "
         f"{_value(job.get('lines_unparsed'))} unparsed",
     ]
@@ -209,7 +209,7 @@ def _divergence_section(report: dict, max_rows: int) -> Section:
     return Section("Divergence", tables=[(caption, _table(["ranks", "count", "op", "numel", "dtype"], rows, max_rows, "groups"))])
 
 
-def rank_signature(entry: dict, culprits: set[int]) -> tuple:
+def _rank_signature(entry: dict, culprits: set[int]) -> tuple:
     """What makes two ranks behave 'the same' for grouping: how they ended and where they stopped."""
     last = entry.get("last_collective") or {}
     return (
@@ -226,7 +226,7 @@ def _rank_states_section(report: dict, max_rows: int) -> Section:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for entry in _list(report, "ranks"):
         if entry.get("rank") is not None:
-            groups[rank_signature(entry, culprits)].append(entry)
+            groups[_rank_signature(entry, culprits)].append(entry)
     ordered = sorted(groups.items(), key=lambda item: (not item[0][0], min(e["rank"] for e in item[1])))
     rows = []
     for (is_culprit, end, pg, seq, op), entries in ordered:
