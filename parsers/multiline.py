@@ -12,8 +12,11 @@ _FRAME = r'^  File "(?P<frame_file>[^"]*)", line (?P<frame_line>\d+), in (?P<fra
 
 
 def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
-    """Set kind traceback_start / traceback_frame / traceback on the lines of each traceback;
-    the exception line's text becomes `Type: message (in fn at file:line)`."""
+    """Set kind traceback_start / traceback_frame / traceback on the lines of each traceback.
+
+    An exception line that a format already recognised (a gloo timeout, a DDP mismatch) keeps
+    its kind; any other becomes `traceback`, text `Type: message (in fn at file:line)`: the
+    rank's own error, not a consequence of another's."""
     start = pl.col("text").str.starts_with("Traceback (most recent call last):")
     if not df.select(start.any()).item():
         return df
@@ -40,8 +43,9 @@ def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
     return work.with_columns(
         kind=pl.when(start & pl.col("kind").is_in(["other"])).then(pl.lit("traceback_start"))
         .when(frame & (pl.col("kind") == "other")).then(pl.lit("traceback_frame"))
-        .when(exc).then(pl.lit("traceback"))
+        .when(exc & (pl.col("kind") == "other")).then(pl.lit("traceback"))
         .otherwise(pl.col("kind")),
-        text=pl.when(exc).then(pl.col("text") + pl.col("_where").fill_null("")).otherwise(pl.col("text")),
+        text=pl.when(exc & (pl.col("kind") == "other")).then(pl.col("text") + pl.col("_where").fill_null(""))
+        .otherwise(pl.col("text")),
         source=pl.when(exc | frame | start).then(pl.lit("python")).otherwise(pl.col("source")),
     ).drop("_stream", "_block", "_ends", "_where")
