@@ -16,7 +16,7 @@ def _skews(items: list[str]) -> dict[str, float]:
     for item in items:
         host, _, seconds = item.partition("=")
         if not seconds:
-            raise argparse.ArgumentTypeError(f"--skew expects HOST=SECONDS, got {item!r}")
+            raise ValueError(f"--skew expects HOST=SECONDS, got {item!r}")
         skews[host] = float(seconds)
     return skews
 

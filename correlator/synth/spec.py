@@ -63,6 +63,9 @@ class JobSpec:
             raise ValueError("need nranks >= 2 and ranks_per_host >= 1")
         if self.mismatch_kind not in ("size", "dtype"):
             raise ValueError("mismatch_kind must be 'size' or 'dtype'")
+        unknown = set(self.clock_skew_s) - set(host_names(self))
+        if unknown:
+            raise ValueError(f"clock_skew_s names unknown hosts {sorted(unknown)}; hosts are {host_names(self)}")
         for r in self.fault_ranks or []:
             if not 0 <= r < self.nranks:
                 raise ValueError(f"fault rank {r} outside 0..{self.nranks - 1}")
