@@ -181,4 +181,5 @@ def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
         """
         with _user_errors():
             counts = store.export_parquet(db, parquet)
-        typer.echo(", ".join(f"{name}: {rows} rows" for name, rows in counts.items()) + f" → {parquet}")
+        written = ", ".join(f"{name} {rows}" for name, rows in counts.items() if rows)
+        typer.echo(f"exported rows: {written or 'none'} → {parquet}")

@@ -153,6 +153,20 @@ def test_store_tables_match_the_arrow_schemas(db, tmp_path):
         ]
 
 
+def test_tables_and_columns_added_to_tables_py_appear_on_open(db, tmp_path, monkeypatch):
+    store.ingest(make_analysis(tmp_path / "a", "1"), db)
+    monkeypatch.setitem(SCHEMAS, "progress", SCHEMAS["progress"].append(pa.field("loss", pa.float64())))
+    monkeypatch.setitem(SCHEMAS, "gpus", pa.schema([("host", pa.string()), ("index", pa.int64())]))
+    monkeypatch.setattr(store, "TABLES", (*TABLES, "gpus"))
+
+    assert ("loss", "DOUBLE") in [row[:2] for row in store.query(db, "describe progress")[1]]
+    assert count(db, "gpus") == 0 and count(db, "events") == 2
+    analysis = make_analysis(tmp_path / "b", "2")
+    analysis.tables["gpus"] = pa.table({"host": ["node1"], "index": [0]})
+    key = store.ingest(analysis, db)
+    assert store.query(db, "select job_key, host, index from gpus")[1] == [(key, "node1", 0)]
+
+
 def test_read_only_query_refuses_writes(db, tmp_path):
     store.ingest(make_analysis(tmp_path / "a", "1"), db)
     with pytest.raises(store.StoreError, match="read-only"):
