@@ -11,6 +11,11 @@ def _utc(second: int) -> datetime:
     return datetime.fromtimestamp(second, timezone.utc)
 
 
+@lru_cache(maxsize=65536)
+def _second_text(second: int, fmt: str) -> str:
+    return _utc(second).strftime(fmt)
+
+
 def _split(t: float) -> tuple[datetime, float]:
     second = int(t // 1)
     return _utc(second), t - second
@@ -18,8 +23,8 @@ def _split(t: float) -> tuple[datetime, float]:
 
 def pylog(t: float) -> str:
     """Python logging asctime: `2026-11-29 21:09:01,857`."""
-    d, frac = _split(t)
-    return f"{d:%Y-%m-%d %H:%M:%S},{min(int(frac * 1000), 999):03d}"
+    second = int(t // 1)
+    return f"{_second_text(second, '%Y-%m-%d %H:%M:%S')},{min(int((t - second) * 1000), 999):03d}"
 
 
 def c10(t: float, severity: str, mono_ns: int) -> str:
@@ -41,8 +46,8 @@ def seconds(t: float, sep: str = " ") -> str:
 
 def rfc3339_nano(t: float) -> str:
     """kubelet RFC3339NanoFixed in UTC: `2026-11-29T21:09:01.123456789Z`."""
-    d, frac = _split(t)
-    return f"{d:%Y-%m-%dT%H:%M:%S}.{min(int(frac * 1e9), 999_999_999):09d}Z"
+    second = int(t // 1)
+    return f"{_second_text(second, '%Y-%m-%dT%H:%M:%S')}.{min(int((t - second) * 1e9), 999_999_999):09d}Z"
 
 
 def parse_start(text: str) -> float:

@@ -41,6 +41,33 @@ def _ranges(ids: list[int]) -> str:
     return ",".join(parts)
 
 
+class _BlockWriter:
+    """Collects text and writes it in blocks of a few MB (no per-line write calls, bounded memory)."""
+
+    def __init__(self, path: Path, block_chars: int = 8 << 20):
+        self.path, self.block_chars = path, block_chars
+        self.parts: list[str] = []
+        self.size = 0
+
+    def __enter__(self) -> "_BlockWriter":
+        self.file = open(self.path, "w")
+        return self
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size >= self.block_chars:
+            self.flush()
+
+    def flush(self) -> None:
+        self.file.write("".join(self.parts))
+        self.parts, self.size = [], 0
+
+    def __exit__(self, *exc) -> None:
+        self.flush()
+        self.file.close()
+
+
 # ---- torchrun agent (also inside Kubernetes pods) ---------------------------------------------
 def run_agents(sim: JobSim, fqdn_of) -> dict[int, list[tuple[float, str]]]:
     """Resolve each host's agent; returns host index -> agent console records (true time, text)."""
@@ -122,14 +149,12 @@ def write_kubernetes(sim: JobSim, logs: Path, consoles: dict[int, list[tuple[flo
         for p in procs:
             entries.extend((t, f"[default{p.local_rank}]:", text) for t, _, text in p.records)
         entries.sort(key=lambda e: e[0])
-        chunks = []
-        for t, prefix, text in entries:
-            stamp = clock.rfc3339_nano(t + skew + rng.uniform(0.0005, 0.02)) + " "
-            lead = stamp + prefix
-            chunks.append(lead + text[:-1].replace("\n", "\n" + lead) + "\n" if text.endswith("\n")
-                          else lead + text.replace("\n", "\n" + lead) + "\n")
         path = logs / f"{pod}.log"
-        path.write_text("".join(chunks))
+        with _BlockWriter(path) as out:
+            for t, prefix, text in entries:
+                lead = clock.rfc3339_nano(t + skew + rng.uniform(0.0005, 0.02)) + " " + prefix
+                body = text[:-1] if text.endswith("\n") else text
+                out.add(lead + body.replace("\n", "\n" + lead) + "\n")
         written.append(path)
     return written
 
@@ -160,7 +185,8 @@ def run_srun(sim: JobSim) -> list[tuple[float, int | None, str]]:
         for p in sim.ranks:
             if p.exit_time is None or p.exit_time > t_kill:
                 _kill(p, t_kill)
-        rest = [p for p in sim.ranks if p.exit_code not in (0,) and p not in reported]
+        reported_ranks = {p.rank for p in reported}
+        rest = [p for p in sim.ranks if p.exit_code != 0 and p.rank not in reported_ranks]
         if rest:
             lines.append((t_kill + 0.3, None, _exit_lines(sim, rest)))
         return lines
@@ -199,14 +225,14 @@ def write_srun(sim: JobSim, logs: Path, srun_lines: list[tuple[float, int | None
         if p.rank not in dropped:
             entries.extend((t, p.rank, text) for t, _, text in p.records)
     entries.sort(key=lambda e: e[0])
-    chunks = []
-    for _, label, text in entries:
-        if label is None:
-            chunks.append(text)
-            continue
-        lead = f"{label:>{width}}: "
-        body = text[:-1] if text.endswith("\n") else text
-        chunks.append(lead + body.replace("\n", "\n" + lead) + "\n")
+    leads = [f"{task:>{width}}: " for task in range(sim.spec.nranks)]
     path = logs / f"slurm-{sim.job_id}.out"
-    path.write_text("".join(chunks))
+    with _BlockWriter(path) as out:
+        for _, label, text in entries:
+            if label is None:
+                out.add(text)
+                continue
+            lead = leads[label]
+            body = text[:-1] if text.endswith("\n") else text
+            out.add(lead + body.replace("\n", "\n" + lead) + "\n")
     return [path]

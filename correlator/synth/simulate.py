@@ -43,7 +43,7 @@ class ProcessGroup:
         return next(i for i, members in enumerate(self.groups) if rank in members)
 
 
-@dataclass
+@dataclass(eq=False)     # identity: comparing records field by field would scan whole logs
 class RankProc:
     rank: int
     host_idx: int
