@@ -1,0 +1,264 @@
+"""PyTorch Flight Recorder dumps (`TORCH_FR_BUFFER_SIZE`): pickle (default) or JSON.
+
+A dump holds, per rank, the last N collectives it issued: one `collectives` row per entry
+(counter `fr_seq` = collective_seq_id, the 1-based per-PG SeqNum that the watchdog prints as
+`SeqNum=`; p2p entries: counter `fr_p2p_seq`), one `events` row per entry (line = entry index + 1,
+so findings cite `file:N`), and `pg_status` rows from the dump's last enqueued / completed SeqNum.
+
+`pg` is the entry's `pg_id`: the process group's local id, the `i` of PyTorch's `[PG ID i PG GUID g …]`
+log prefix (the FR `process_group` tuple holds the GUID `g` and the description).
+
+Dumps are untrusted: the pickle is read by an unpickler that resolves no global at all, so only
+dicts, lists, tuples, strings, numbers, booleans and None can come out of it, and nothing runs.
+"""
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import re
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+from correlator.discover import sniff
+
+from .files import FileResult, WholeFileParser, register
+
+SOURCE = "flight_recorder"
+_NAME = re.compile(r"(?:^|[_.-])(?:fr|nccl_trace|fr_trace)(?:[_.-]|$)|trace_rank_", re.I)
+_JSON_KEYS = (b'"entries"', b'"pg_config"', b'"version"', b'"collective_seq_id"', b'"profiling_name"')
+_RANK_AT_END = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle))?$")
+_COMPRESSION = re.compile(r"\.(?:gz|zst)$")
+_MODULE_ALIASES = {"posix": "os", "nt": "os"}   # how os.system and friends are pickled
+INT64 = (-(1 << 63), (1 << 63) - 1)
+MAX_TENSORS, MAX_DIMS = 256, 16   # per entry; anything beyond is not a real shape list
+# Far above any ring buffer in use (TORCH_FR_BUFFER_SIZE is ~2000 by default); a pickle can repeat
+# one shared entry millions of times for a couple of bytes each, so the count is bounded, not the bytes.
+MAX_ENTRIES = 200_000
+
+# PyTorch's OpType names (as in the watchdog's `OpType=`) for the names FR records.
+_OP_TYPES = {
+    "all_reduce": "ALLREDUCE", "allreduce": "ALLREDUCE", "all_reduce_barrier": "ALLREDUCE",
+    "allreduce_coalesced": "ALLREDUCE_COALESCED", "_allreduce_sparse": "_ALLREDUCE_SPARSE",
+    "broadcast": "BROADCAST", "_broadcast_oop": "BROADCAST",
+    "reduce": "REDUCE", "_reduce_oop": "REDUCE",
+    "all_gather": "ALLGATHER", "allgather": "ALLGATHER",
+    "_all_gather_base": "_ALLGATHER_BASE", "_allgather_base": "_ALLGATHER_BASE",
+    "all_gather_single": "_ALLGATHER_BASE", "all_gather_into_tensor": "_ALLGATHER_BASE",
+    "all_gather_into_tensor_coalesced": "ALLGATHER_COALESCED", "allgather_coalesced": "ALLGATHER_COALESCED",
+    "reduce_scatter": "REDUCE_SCATTER", "_reduce_scatter_base": "_REDUCE_SCATTER_BASE",
+    "reduce_scatter_single": "_REDUCE_SCATTER_BASE", "reduce_scatter_tensor": "_REDUCE_SCATTER_BASE",
+    "reduce_scatter_tensor_coalesced": "REDUCE_SCATTER_TENSOR_COALESCED",
+    "gather": "GATHER", "scatter": "SCATTER",
+    "all_to_all": "ALLTOALL", "alltoall": "ALLTOALL",
+    "all_to_all_single": "ALLTOALL_BASE", "alltoall_base": "ALLTOALL_BASE",
+    "barrier": "BARRIER", "send": "SEND", "recv": "RECV", "coalesced": "COALESCED",
+}
+
+
+class RefusedPickle(pickle.UnpicklingError):
+    pass
+
+
+class _PlainDataUnpickler(pickle.Unpickler):
+    """Resolves no global: a pickle that names a class or function is refused before anything runs."""
+
+    def find_class(self, module: str, name: str):
+        shown = f"{_MODULE_ALIASES.get(module, module)}.{name}"
+        shown = re.sub(r"[^\w.]", "?", shown)[:120]
+        raise RefusedPickle(f"refused: pickle references {shown}; Flight Recorder dumps contain only plain data")
+
+    def persistent_load(self, pid):
+        raise RefusedPickle("refused: pickle uses persistent ids; Flight Recorder dumps contain only plain data")
+
+
+def load_dump(data: bytes) -> dict:
+    """The dump as plain data; raises ValueError (or RefusedPickle) for anything else."""
+    if data.lstrip()[:1] == b"{":
+        dump = json.loads(data)
+    else:
+        # buffers=None: protocol-5 out-of-band buffers are refused by the unpickler itself.
+        dump = _PlainDataUnpickler(io.BytesIO(data)).load()
+    if not isinstance(dump, dict) or not isinstance(dump.get("entries"), list):
+        raise ValueError("not a Flight Recorder dump: no 'entries' list at the top level")
+    for key in ("entries", "pg_status"):
+        if isinstance(dump.get(key), (list, dict)) and len(dump[key]) > MAX_ENTRIES:
+            raise ValueError(f"refused: {len(dump[key])} {key}, more than any Flight Recorder buffer ({MAX_ENTRIES})")
+    return dump
+
+
+def claims(path: str, head: bytes) -> bool:
+    if sniff(head) == "pickle":
+        return True   # never parsed as text anyway; this way a hostile one is named, not just skipped
+    start = head.lstrip()[:1]
+    if start == b"{":
+        return b'"entries"' in head and any(key in head for key in _JSON_KEYS[1:])
+    name = path.replace("!", "/").rsplit("/", 1)[-1]
+    return bool(_NAME.search(name)) and sniff(head) == "binary"   # e.g. a protocol-0/1 pickle
+
+
+def _int(value) -> int | None:
+    """An int64 from a dump value (JSON dumps write some numbers as strings), else None."""
+    if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if INT64[0] <= value <= INT64[1] else None
+
+
+def _str(value, limit: int = 200) -> str | None:
+    return value[:limit] if isinstance(value, str) else None
+
+
+def _numel(sizes) -> int | None:
+    """Elements over all input tensors, from `input_sizes` ([[d0, d1, …], …])."""
+    if not isinstance(sizes, list) or len(sizes) > MAX_TENSORS:
+        return None
+    total = 0
+    for shape in sizes:
+        if not isinstance(shape, list) or len(shape) > MAX_DIMS:
+            return None
+        numel = 1
+        for dim in map(_int, shape):
+            if dim is None or dim < 0:
+                return None
+            numel *= dim
+        total += numel
+    return total if total <= INT64[1] else None
+
+
+def _dtype(dtypes) -> str | None:
+    if not isinstance(dtypes, list) or not dtypes:
+        return None
+    names = {d for d in dtypes[:MAX_TENSORS] if isinstance(d, str)}
+    return ",".join(sorted(names))[:100] or None
+
+
+def normalise_op(profiling_name) -> str | None:
+    """`nccl:all_reduce`, `gloo:send 0->1` -> ALLREDUCE, SEND; names PyTorch has no OpType for are upper-cased."""
+    if not isinstance(profiling_name, str):
+        return None
+    name = profiling_name.split(":", 1)[-1].split(" ", 1)[0].strip().lower()[:64]
+    return _OP_TYPES.get(name) or (re.sub(r"[^A-Z0-9_]", "", name.upper()) or None)
+
+
+def _utc(ns) -> datetime | None:
+    ns = _int(ns)
+    if not ns or ns <= 0:   # JSON dumps write 0 for "not recorded"
+        return None
+    return datetime.fromtimestamp(ns // 1000 / 1e6, tz=timezone.utc)
+
+
+def dump_rank(dump: dict, result: FileResult) -> int | None:
+    """The dump's global rank: its own `rank` key, the path's hints, or the `<prefix><rank>` file name."""
+    rank = _int(dump.get("rank"))
+    if rank is None:
+        rank = result.hints.get("rank")
+    if rank is None:
+        name = _COMPRESSION.sub("", result.path.replace("!", "/").rsplit("/", 1)[-1])
+        if m := _RANK_AT_END.search(name):
+            rank = int(m[1])
+    return rank
+
+
+class _PgRanks:
+    """A global rank's rank inside a PG, from pg_config (`ranks` is a string like "[0, 1]").
+
+    Looked up only for the PGs entries name, each distinct `ranks` string parsed once: a hostile
+    pickle can share one huge string among many PGs."""
+
+    def __init__(self, pg_config):
+        self.config = pg_config if isinstance(pg_config, dict) else {}
+        self.parsed: dict[str, dict[int, int]] = {}
+
+    def pg_rank(self, guid: str | None, rank: int | None) -> int | None:
+        cfg = self.config.get(guid) if guid is not None and rank is not None else None
+        ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
+        if not isinstance(ranks, str):
+            return None
+        if ranks not in self.parsed:
+            members = [int(r) for r in re.findall(r"\d{1,19}", ranks)]
+            self.parsed[ranks] = {r: i for i, r in reversed(list(enumerate(members)))}
+        return self.parsed[ranks].get(rank)
+
+
+def _guid(entry: dict) -> str | None:
+    """The PG GUID (`PG GUID g` in PyTorch's log prefix) from the entry's (guid, desc) tuple."""
+    group = entry.get("process_group")
+    return _str(group[0]) if isinstance(group, (list, tuple)) and group else None
+
+
+def _entry_row(index: int, entry: dict, who: dict, pg_ranks: _PgRanks) -> dict:
+    guid = _guid(entry)
+    is_p2p = entry.get("is_p2p") is True
+    return dict(
+        who, line=index + 1,
+        pg=str(pg_id) if (pg_id := _int(entry.get("pg_id"))) is not None else guid,
+        pg_rank=pg_ranks.pg_rank(guid, who["rank"]),
+        counter="fr_p2p_seq" if is_p2p else "fr_seq",
+        seq=_int(entry.get("p2p_seq_id" if is_p2p else "collective_seq_id")),
+        op=normalise_op(entry.get("profiling_name")),
+        numel_in=_numel(entry.get("input_sizes")), numel_out=_numel(entry.get("output_sizes")),
+        dtype=_dtype(entry.get("input_dtypes")),
+        state=_str(entry.get("state"), 20),
+        timeout_ms=_int(entry.get("timeout_ms")),
+        ts=_utc(entry.get("time_created_ns")),
+    )
+
+
+def _entry_text(row: dict, entry: dict) -> str:
+    retired = entry.get("retired")
+    return (f"FR {row['counter']}={row['seq']} pg={row['pg']} op={row['op']} "
+            f"profiling_name={_str(entry.get('profiling_name'), 80)} state={row['state']} "
+            f"retired={retired if isinstance(retired, bool) else None} numel_in={row['numel_in']} "
+            f"dtype={row['dtype']} timeout_ms={row['timeout_ms']}")
+
+
+def _pg_status_rows(dump: dict, who: dict, first_line: int, guid_to_pg: dict) -> list[dict]:
+    status = dump.get("pg_status")
+    if not isinstance(status, dict):
+        return []
+    rows = []
+    for key, fields in status.items():
+        if not isinstance(fields, dict):
+            continue
+        key = _str(key)
+        rows.append(dict(
+            who, line=first_line + len(rows), pg=guid_to_pg.get(key, key),
+            last_enqueued=_int(fields.get("last_enqueued_collective")),
+            last_started=_int(fields.get("last_started_collective")),
+            last_completed=_int(fields.get("last_completed_collective")),
+        ))
+    return rows
+
+
+def _event(row: dict, kind: str, text: str) -> dict:
+    return dict(file=row["file"], line=row["line"], host=row["host"], pid=None, rank=row["rank"],
+                local_rank=row["local_rank"], source=SOURCE, kind=kind, level="INFO",
+                ts=row.get("ts"), ts_precision="us" if row.get("ts") else None, ts_inferred=None, text=text)
+
+
+def parse(data: bytes, result: FileResult) -> None:
+    dump = load_dump(data)
+    who = dict(file=result.path, host=result.hints.get("host"), rank=dump_rank(dump, result),
+               local_rank=result.hints.get("local_rank"))
+    pg_ranks = _PgRanks(dump.get("pg_config"))
+    entries = [(i, e) for i, e in enumerate(dump["entries"]) if isinstance(e, dict)]
+    rows = [_entry_row(i, e, who, pg_ranks) for i, e in entries]
+    events = [_event(row, "fr_entry", _entry_text(row, e)) for row, (_, e) in zip(rows, entries)]
+    guid_to_pg = {}   # pg_status is keyed by PG GUID; rows use the PG ID like the entries
+    for row, (_, e) in zip(rows, entries):
+        guid_to_pg.setdefault(_guid(e), row["pg"])
+    status = _pg_status_rows(dump, who, len(dump["entries"]) + 1, guid_to_pg)
+    events += [_event(s, "fr_pg_status", f"FR pg_status pg={s['pg']} last_enqueued={s['last_enqueued']} "
+                      f"last_started={s['last_started']} last_completed={s['last_completed']}")
+               for s in status]
+    result.add("collectives", pa.Table.from_pylist(rows))
+    result.add("pg_status", pa.Table.from_pylist([{k: v for k, v in s.items() if k != "last_started"}
+                                                  for s in status]))
+    result.add("events", pa.Table.from_pylist(events))
+    result.stats.lines = len(dump["entries"]) + len(status)
+
+
+register(WholeFileParser(SOURCE, claims, parse))
