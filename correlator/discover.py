@@ -153,7 +153,7 @@ def sniff(head: bytes) -> str | None:
         return None
     if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
         return "pickle"
-    odd = len(head) - len(head.translate(None, _TEXT_BYTES))
+    odd = len(head.translate(None, _TEXT_BYTES))
     return "binary" if odd / len(head) > BINARY_SHARE else None
 
 

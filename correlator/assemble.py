@@ -1,0 +1,185 @@
+"""Assemble the JSON report (../shared/report-contract.md, schema_version 1) from the analysis
+tables and the verdict. Extra fields (narrative, process_groups, ranks) feed the renderers."""
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+
+from .report.ranges import compress
+from .verdict import Verdict, evidence, remediation
+
+SCHEMA_VERSION = 1
+TIMELINE_ROWS = 200
+COLLATERAL_ROWS = 200
+# Lines worth a place on the timeline: everything a format recognised, minus the bulk.
+QUIET_KINDS = ("other", "traceback_frame", "traceback_start", "cpp_frame", "python_logging", "nccl",
+               "c10", "nccl_coll", "detail_running", "fr_entry")
+
+
+def iso(ts: datetime | None) -> str | None:
+    if ts is None:
+        return None
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> list[dict]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def job_section(con, job_id: str, log_dir: str) -> dict:
+    files = _rows(con, "select count(*) filter (where skip_reason is null or lines > 0) as files, "
+                       "coalesce(sum(lines), 0) as lines, coalesce(sum(lines_unparsed), 0) as unparsed from files")[0]
+    skipped = _rows(con, "select path, skip_reason as reason from files where skip_reason is not null order by path")
+    return {
+        "id": job_id, "log_dir": log_dir,
+        "world_size": con.execute("select n from world_size").fetchone()[0],
+        "ranks_seen": [r[0] for r in con.execute("select rank from world order by rank").fetchall()],
+        "hosts": [r[0] for r in con.execute(
+            "select distinct host from processes where host is not null union "
+            "select distinct host from events where host is not null and rank is not null order by 1").fetchall()],
+        "files": files["files"], "lines": int(files["lines"]), "lines_unparsed": int(files["unparsed"]),
+        "files_skipped": skipped,
+    }
+
+
+def _hosts_of(con, ranks: list[int]) -> list[str]:
+    if not ranks:
+        return []
+    return [r[0] for r in con.execute(
+        "select distinct host from rank_facts where rank in (select unnest(?::bigint[])) and host is not null order by 1",
+        [ranks]).fetchall()]
+
+
+def first_stalled(con, verdict: Verdict) -> dict | None:
+    row = _rows(con, "select * from first_stalled")
+    if row:
+        r = row[0]
+        return {"rank": r["rank"], "host": r["host"], "pg": r["pg"], "counter": r["counter"],
+                "last_seq": r["last_seq"], "last_op": r["last_op"], "last_seen": iso(r["last_seen"])}
+    if verdict.kind not in ("rank_stalled", "rank_crashed", "rank_exited_early", "missing_collective") or not verdict.culprit_ranks:
+        return None
+    # No sequence numbers: the culprit's last progress step stands for how far it got.
+    r = _rows(con, "select * from rank_facts where rank = ?", [verdict.culprit_ranks[0]])[0]
+    return {"rank": r["rank"], "host": r["host"], "pg": None, "counter": "progress_step",
+            "last_seq": r["last_step"], "last_op": None, "last_seen": iso(r["last_step_at"] or r["last_seen"])}
+
+
+def divergence(con) -> dict | None:
+    d = _rows(con, "select * from divergence")
+    if not d:
+        return None
+    d = d[0]
+    groups = _rows(con, "select ranks, op, numel, dtype from seq_groups where pg = ? and counter = ? and seq = ? order by n desc",
+                   [d["pg"], d["counter"], d["seq"]])
+    issued = {r for g in groups for r in g["ranks"]}
+    members = [r[0] for r in con.execute(
+        "select distinct rank from last_seq where pg = ? and counter = ? union select rank from world where ? = '0' order by 1",
+        [d["pg"], d["counter"], d["pg"]]).fetchall()]
+    out = [{"ranks": g["ranks"], "op": g["op"], "numel": g["numel"], "dtype": g["dtype"]} for g in groups]
+    never = [r for r in members if r not in issued]
+    if never:
+        out.append({"ranks": never, "op": None})
+    return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out}
+
+
+def collateral(con, culprits: list[int]) -> list[dict]:
+    rows = _rows(con, """select c.rank, c.kind, c.time, c.file, c.line, c.text,
+                                (select any_value(pg) from collectives k where k.rank = c.rank and k.state = 'timeout') as pg,
+                                (select max(seq) from collectives k where k.rank = c.rank and k.state = 'timeout') as seq
+                         from collateral c where c.rank is null or c.rank not in (select unnest(?::bigint[]))
+                         order by c.time nulls last, c.rank limit ?""", [culprits or [-1], COLLATERAL_ROWS])
+    return [{"rank": r["rank"], "kind": r["kind"], "pg": r["pg"], "seq": r["seq"], "time": iso(r["time"]),
+             "file": r["file"], "line": r["line"], "text": r["text"]} for r in rows]
+
+
+def timeline(con) -> list[dict]:
+    rows = _rows(con, f"""select aligned_ts, rank, host, source, kind, text, file, line from aligned_events
+                          where kind not in {QUIET_KINDS} and (aligned_ts is not null or rank is not null)
+                          order by aligned_ts nulls last, file, line limit ?""", [TIMELINE_ROWS])
+    return [{"time": iso(r["aligned_ts"]), "rank": r["rank"], "host": r["host"], "source": r["source"],
+             "kind": r["kind"], "text": r["text"], "file": r["file"], "line": r["line"]} for r in rows]
+
+
+def clock(con) -> dict:
+    ref = con.execute("select host from clock_reference").fetchone()
+    offsets = _rows(con, "select host, offset_ms, uncertainty_ms, moments from clock_offsets order by host")
+    return {"reference_host": ref[0] if ref else None,
+            "offsets_ms": {o["host"]: float(o["offset_ms"]) for o in offsets},
+            "uncertainty_ms": {o["host"]: float(o["uncertainty_ms"]) for o in offsets},
+            "method": "median difference of matched moments (synchronous step ends, watchdog timeouts of one seq) "
+                      "to the reference host; local times without zone taken as UTC"}
+
+
+def process_groups(con) -> list[dict]:
+    out = []
+    for pg, counter, size in con.execute(
+            "select pg, counter, count(*) from last_seq group by pg, counter order by pg, counter").fetchall():
+        rows = _rows(con, "select last_seq as seq, any_value(last_op) as op, list(rank order by rank) as ranks "
+                          "from last_seq where pg = ? and counter = ? group by last_seq order by last_seq", [pg, counter])
+        out.append({"pg": pg, "counter": counter, "size": size, "last_seq": rows})
+    return out
+
+
+def ranks(con, verdict: Verdict) -> list[dict]:
+    rows = _rows(con, """select f.rank, f.host, f.last_seen, f.own_errors, f.collateral_errors, f.exited_zero,
+                                f.terminated, f.killed_hard, f.crashed_signal,
+                                (select min(ts) from events e where e.rank = f.rank) as first_seen,
+                                (select arg_max(pg, last_seq) from last_seq l where l.rank = f.rank) as pg,
+                                (select max(last_seq) from last_seq l where l.rank = f.rank) as seq,
+                                (select arg_max(last_op, last_seq) from last_seq l where l.rank = f.rank) as op,
+                                (select max(last_seen) from last_seq l where l.rank = f.rank) as seq_at
+                         from rank_facts f order by f.rank""")
+    out = []
+    for r in rows:
+        end = ("crashed" if r["own_errors"] or r["killed_hard"] or r["crashed_signal"] else
+               "timeout" if r["collateral_errors"] else
+               "exited" if r["exited_zero"] else
+               "killed" if r["terminated"] else
+               "stalled" if r["rank"] in verdict.culprit_ranks and verdict.kind == "rank_stalled" else None)
+        last = {"pg": r["pg"], "seq": r["seq"], "op": r["op"], "time": iso(r["seq_at"])} if r["seq"] is not None else None
+        out.append({"rank": r["rank"], "host": r["host"], "first_seen": iso(r["first_seen"]),
+                    "last_seen": iso(r["last_seen"]), "last_collective": last, "end": end})
+    return out
+
+
+def narrative(verdict: Verdict, report: dict) -> list[str]:
+    s = [f"Verdict: {verdict.kind.replace('_', ' ')} ({verdict.confidence} confidence) — {verdict.summary}."]
+    fs = report["first_stalled"]
+    if fs:
+        s.append(f"The first rank to stop was rank {fs['rank']}" + (f" on {fs['host']}" if fs["host"] else "")
+                 + (f", last seen at {fs['last_seen']}" if fs["last_seen"] else "") + ".")
+    d = report["divergence"]
+    if d:
+        s.append(f"Ranks diverged at {d['counter']} {d['seq']} on PG {d['pg']}: "
+                 + "; ".join(f"ranks {compress(g['ranks'])} issued {g['op'] or 'nothing'}" for g in d["groups"]) + ".")
+    victims = sorted({c["rank"] for c in report["collateral"] if c["rank"] is not None})
+    if victims:
+        s.append(f"As a consequence, ranks {compress(victims)} reported timeouts, lost peers or aborts (see collateral).")
+    if verdict.missing_facts:
+        s.append("Missing to decide: " + "; ".join(verdict.missing_facts) + ".")
+    return s[:6]
+
+
+def build(con: duckdb.DuckDBPyConnection, verdict: Verdict, job_id: str, log_dir: Path) -> dict:
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "job": job_section(con, job_id, str(log_dir)),
+        "verdict": {"kind": verdict.kind, "summary": verdict.summary, "culprit_ranks": verdict.culprit_ranks,
+                    "culprit_hosts": _hosts_of(con, verdict.culprit_ranks), "confidence": verdict.confidence,
+                    "missing_facts": verdict.missing_facts, "rule": verdict.rule},
+        "first_stalled": first_stalled(con, verdict),
+        "divergence": divergence(con),
+        "collateral": collateral(con, verdict.culprit_ranks),
+        "timeline": timeline(con),
+        "evidence": evidence(con, verdict),
+        "clock": clock(con),
+        "remediation": remediation(verdict),
+        "process_groups": process_groups(con),
+        "ranks": ranks(con, verdict),
+    }
+    report["narrative"] = narrative(verdict, report)
+    return report

@@ -1,0 +1,167 @@
+"""The pipeline, one function per stage: discover -> parse (files in parallel) -> DuckDB ->
+queries -> verdict -> report. Nothing else lives here."""
+from __future__ import annotations
+
+import json
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import duckdb
+import pyarrow as pa
+
+from parsers.files import FileResult, parse_sources
+
+from .discover import Skipped, Source, discover
+from .tables import SCHEMAS, TS
+
+# Above this many input bytes the job's tables live in a temporary DuckDB file, not in memory.
+SPILL_BYTES = 512 << 20
+GROUP_BYTES = 8 << 20      # files parsed together in one engine pass...
+GROUP_FILES = 512          # ...up to this many
+
+
+class InputError(Exception):
+    """The job directory cannot be analysed (missing, not a directory): exit 2, one line."""
+
+
+@dataclass
+class Analysis:
+    job_dir: Path
+    job_id: str
+    tables: dict[str, pa.Table]
+    report: dict
+
+
+@dataclass
+class Parsed:
+    con: duckdb.DuckDBPyConnection
+    skipped: list[Skipped] = field(default_factory=list)
+    workdir: tempfile.TemporaryDirectory | None = None
+
+
+def _connect(total_bytes: int) -> tuple[duckdb.DuckDBPyConnection, tempfile.TemporaryDirectory | None]:
+    if total_bytes < SPILL_BYTES:
+        return duckdb.connect(), None
+    workdir = tempfile.TemporaryDirectory(prefix="correlator-")
+    return duckdb.connect(str(Path(workdir.name, "job.duckdb"))), workdir
+
+
+def create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    for name, schema in SCHEMAS.items():
+        empty = schema.empty_table()
+        con.register("_empty", empty)
+        con.execute(f"create or replace table {name} as select * from _empty")
+        con.unregister("_empty")
+
+
+def _file_row(result: FileResult) -> pa.Table:
+    mtime = None if result.mtime is None else int(result.mtime * 1_000_000)
+    row = {
+        "path": [result.path], "kinds": [sorted(result.kinds)], "bytes": [result.stats.bytes],
+        "lines": [result.stats.lines], "lines_unparsed": [result.unparsed],
+        "skip_reason": [result.skip_reason or result.stats.error],
+        "host": [result.hints.get("host")], "rank": [result.hints.get("rank")],
+        "local_rank": [result.hints.get("local_rank")],
+        "mtime": pa.array([mtime], pa.int64()).cast(TS),
+    }
+    return pa.table(row, schema=SCHEMAS["files"])
+
+
+def _groups(sources: list[Source]) -> Iterable[list[Source]]:
+    """Small files travel together so that one engine pass serves many of them."""
+    group, size = [], 0
+    for src in sources:
+        group.append(src)
+        size += src.size or 0
+        if size >= GROUP_BYTES or len(group) >= GROUP_FILES:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
+
+
+def _insert(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    con.register("_rows", table)
+    con.execute(f"insert into {name} select * from _rows")
+    con.unregister("_rows")
+
+
+def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None) -> Parsed:
+    """Parse every file of the job into a DuckDB connection, one file's tables at a time."""
+    job_dir = Path(job_dir)
+    if not job_dir.exists():
+        raise InputError(f"{job_dir}: no such directory")
+    if not job_dir.is_dir():
+        raise InputError(f"{job_dir}: not a directory (give the job's log directory)")
+    sources, skipped = discover(job_dir)
+    con, workdir = _connect(sum(s.size or 0 for s in sources))
+    create_tables(con)
+    parsed = Parsed(con, list(skipped), workdir)
+    done = 0
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for results in pool.map(parse_sources, _groups(sources)):
+            for result in results:
+                for name, parts in result.tables.items():
+                    for part in parts:
+                        _insert(con, name, part)
+                _insert(con, "files", _file_row(result))
+                if result.skip_reason:
+                    parsed.skipped.append(Skipped(result.path, result.skip_reason, result.stats.bytes))
+            done += len(results)
+            if on_file:
+                on_file(done, len(sources))
+    for s in skipped:
+        _insert(con, "files", _skipped_row(s))
+    return parsed
+
+
+def _skipped_row(s: Skipped) -> pa.Table:
+    cols = {f.name: pa.nulls(1, f.type) for f in SCHEMAS["files"]}
+    cols["path"] = pa.array([s.path])
+    cols["skip_reason"] = pa.array([s.reason])
+    return pa.table(cols, schema=SCHEMAS["files"])
+
+
+def tables_of(con: duckdb.DuckDBPyConnection, names: Iterable[str] = SCHEMAS) -> dict[str, pa.Table]:
+    return {name: con.execute(f"select * from {name}").to_arrow_table() for name in names}
+
+
+def job_id_of(con: duckdb.DuckDBPyConnection, job_dir: Path) -> str:
+    """The scheduler's job id when the logs name one, else the directory's name."""
+    row = con.execute(
+        "select regexp_extract(text, 'JobId=(\\d+)', 1) from events "
+        "where regexp_matches(text, 'JobId=\\d+') order by file, line limit 1").fetchone()
+    if row and row[0]:
+        return row[0]
+    name = job_dir.resolve().name
+    return job_dir.resolve().parent.name if name == "logs" else name
+
+
+def dumps(report: dict) -> str:
+    return json.dumps(report, indent=2, default=str)
+
+
+def decide_and_report(parsed: Parsed, job_dir: Path):
+    """Run the queries and the rule table over a parsed job: (job id, verdict, report)."""
+    from . import assemble, verdict as verdicts
+    import queries
+    queries.run_all(parsed.con)
+    job_id = job_id_of(parsed.con, job_dir)
+    decided = verdicts.decide(parsed.con)
+    return job_id, decided, assemble.build(parsed.con, decided, job_id, job_dir)
+
+
+def analyze(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None) -> Analysis:
+    """The whole analysis of one job directory."""
+    job_dir = Path(job_dir)
+    parsed = parse_job(job_dir, workers, on_file)
+    try:
+        job_id, _, report = decide_and_report(parsed, job_dir)
+        return Analysis(job_dir, job_id, tables_of(parsed.con), report)
+    finally:
+        parsed.con.close()
+        if parsed.workdir:
+            parsed.workdir.cleanup()

@@ -1,0 +1,128 @@
+"""Evaluate the rule table (rules.toml) over the query results: verdict, culprits, evidence.
+
+A rule is data: a SQL query that returns culprit ranks. The first rule that returns rows decides;
+none means `unknown`, with the facts that would have decided it.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import duckdb
+
+from .report.ranges import compress
+
+HERE = Path(__file__).parent
+EVIDENCE_ROWS = 8
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    kind: str
+    confidence: str
+    culprits: str
+    summary: str
+    evidence_kinds: tuple = ()
+
+
+@dataclass
+class Verdict:
+    kind: str
+    rule: str | None
+    culprit_ranks: list[int]
+    confidence: str
+    summary: str
+    facts: dict
+    missing_facts: list[str] = field(default_factory=list)
+
+
+@cache
+def rules() -> tuple[Rule, ...]:
+    doc = tomllib.loads((HERE / "rules.toml").read_text())
+    return tuple(Rule(**{**r, "evidence_kinds": tuple(r.get("evidence_kinds", ()))}) for r in doc["rule"])
+
+
+@cache
+def remedies() -> dict:
+    return tomllib.loads((HERE / "remedies.toml").read_text())
+
+
+def _one(con: duckdb.DuckDBPyConnection, sql: str):
+    row = con.execute(sql).fetchone()
+    return row[0] if row else None
+
+
+def facts(con: duckdb.DuckDBPyConnection) -> dict:
+    """Named facts the summaries and the unknown verdict speak of."""
+    f = {
+        "nranks": _one(con, "select n from world_size"),
+        "last_step": _one(con, "select max(last_step) from rank_facts"),
+        "what": _one(con, "select any_value(what) from mismatch_minority"),
+        "norm": _one(con, "select any_value(norm) from mismatch_minority"),
+        "div_pg": _one(con, "select pg from divergence"), "div_seq": _one(con, "select seq from divergence"),
+        "stalled_pg": _one(con, "select pg from first_stalled"),
+        "stalled_seq": _one(con, "select last_seq from first_stalled"),
+        "own_error": _one(con, "select text from rank_events where error_class = 'own' order by ts nulls last, file, line limit 1"),
+        "scheduler_note": _one(con, "select text from events where regexp_matches(text, 'CANCELLED|TIME LIMIT|Time limit|PREEMPT') order by ts nulls last limit 1"),
+        "has_seq": _one(con, "select count(*) > 0 from last_seq"),
+        "has_progress": _one(con, "select count(*) > 0 from progress"),
+        "has_exits": _one(con, "select count(*) > 0 from exits"),
+        "ranks_seen": _one(con, "select count(*) from world"),
+    }
+    f["norm_note"] = f"the others have {f['norm']}" if f["norm"] else "see evidence"
+    return f
+
+
+def _missing_facts(f: dict) -> list[str]:
+    missing = []
+    if not f["has_seq"]:
+        missing.append("per-rank collective sequence numbers: rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL "
+                       "(and TORCH_CPP_LOG_LEVEL=INFO), NCCL_DEBUG_SUBSYS=COLL, or Flight Recorder dumps "
+                       "(TORCH_FR_BUFFER_SIZE) from every rank")
+    if not f["has_exits"]:
+        missing.append("how each rank's process ended: the launcher's summary (torchrun ChildFailedError, srun errors) or scheduler accounting")
+    if not f["has_progress"]:
+        missing.append("per-rank progress lines (step counters with timestamps)")
+    if not f["ranks_seen"]:
+        missing.append("any line that names a rank: per-rank logs or a launcher prefix ([default0]:, srun --label)")
+    return missing
+
+
+def decide(con: duckdb.DuckDBPyConnection) -> Verdict:
+    f = facts(con)
+    for rule in rules():
+        ranks = [r[0] for r in con.execute(rule.culprits).fetchall() if r[0] is not None]
+        if not ranks:
+            continue
+        culprits = sorted({r for r in ranks if r >= 0})
+        f["culprits"] = compress(culprits) if culprits else "none"
+        summary = rule.summary.format_map(_Defaulting(f))
+        return Verdict(rule.kind, rule.name, culprits, rule.confidence, summary, f)
+    return Verdict("unknown", None, [], "low",
+                   "the logs do not show which rank started the failure", f, _missing_facts(f))
+
+
+class _Defaulting(dict):
+    def __missing__(self, key):
+        return "?"
+
+
+def evidence(con: duckdb.DuckDBPyConnection, verdict: Verdict) -> list[dict]:
+    """The lines behind the verdict: the rule's kinds, culprits' lines first, earliest first."""
+    rule = next((r for r in rules() if r.name == verdict.rule), None)
+    kinds = list(rule.evidence_kinds) if rule else ["traceback", "gloo_timeout", "watchdog_timeout"]
+    culprits = verdict.culprit_ranks or [-1]
+    rows = con.execute(
+        """select file, line, rank, text from aligned_events
+           where kind in (select unnest(?::varchar[]))
+           order by (rank in (select unnest(?::bigint[]))) desc, aligned_ts nulls last, file, line
+           limit ?""", [kinds, culprits, EVIDENCE_ROWS]).fetchall()
+    return [{"file": f, "line": l, "rank": r, "text": t} for f, l, r, t in rows]
+
+
+def remediation(verdict: Verdict) -> list[dict]:
+    entry = remedies().get(verdict.rule or "unknown") or remedies().get(verdict.kind) or remedies()["unknown"]
+    return [{"action": a["action"], "verify": a["verify"]} for a in entry["remedy"]]

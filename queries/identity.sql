@@ -1,0 +1,23 @@
+-- Identity join: give every row a GLOBAL rank where the logs allow it.
+-- Sources of the link, strongest first: the row's own prefix ([rankG]:, srun label), the process
+-- (host, pid) that a start-up line or the world communicator names, the torchrun local rank
+-- (unique per host), and the single rank a per-rank file speaks for. Unknown stays null.
+create or replace temp table rank_by_pid as
+select host, pid, min(rank) as rank from (
+    select host, pid, rank from processes where rank is not null and pid is not null
+    union all
+    select host, pid, rank from comms
+    where nranks = (select max(nranks) from comms) and comm_id is not null
+) group by host, pid having count(distinct rank) = 1;
+
+create or replace temp table rank_by_local as
+select local_rank, min(rank) as rank from processes
+where rank is not null and local_rank is not null
+  and (select count(distinct host) from processes where host is not null) <= 1
+group by local_rank having count(distinct rank) = 1;
+
+create or replace temp table rank_by_file as
+select file, min(rank) as rank from (
+    select file, rank from events where rank is not null
+    union all select file, rank from processes where rank is not null
+) group by file having count(distinct rank) = 1;

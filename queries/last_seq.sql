@@ -1,0 +1,26 @@
+-- Per process group, counter and global rank: the last collective the rank issued and how far
+-- it got. Counters stay apart: pg_seq (PyTorch SeqNum, 1-based, per PG), detail_seq (DETAIL's
+-- 0-based SequenceNumber, shifted +1 here to compare with SeqNum), fr_seq (Flight Recorder
+-- collective_seq_id), nccl_opcount (per NCCL communicator; pg = commId).
+create or replace temp table seq_rows as
+select c.rank, c.host, coalesce(c.pg, '0') as pg, c.counter,
+       case when c.counter = 'detail_seq' then c.seq + 1 else c.seq end as seq,
+       c.op, c.numel_in, c.dtype, c.state, c.ts, c.file, c.line
+from collectives c where c.counter <> 'nccl_opcount' and c.rank is not null
+union all
+select c.rank, c.host, coalesce(m.comm_id, c.comm) as pg, c.counter, c.seq, c.op, c.numel_in, c.dtype,
+       c.state, c.ts, c.file, c.line
+from collectives c left join comms m on m.host = c.host and m.pid = c.pid and m.comm = c.comm and m.phase = 'COMPLETE'
+where c.counter = 'nccl_opcount' and c.rank is not null
+union all  -- the PG status at detection: the last SeqNum this rank enqueued
+select rank, host, pg, 'pg_seq', last_enqueued, null, null, null, 'last_enqueued', ts, file, line
+from pg_status where rank is not null and last_enqueued >= 0;
+
+create or replace temp table last_seq as
+select pg, counter, rank, any_value(host) as host,
+       max(seq) as last_seq,
+       arg_max(op, seq) as last_op,
+       max(ts) as last_seen,
+       arg_max(file, seq) as file, arg_max(line, seq) as line,
+       bool_or(state = 'timeout') as timed_out
+from seq_rows group by pg, counter, rank;
