@@ -110,3 +110,6 @@ def parse_source(src: Source) -> FileResult:
     except Exception as e:  # keep what was parsed; the rest of the file is reported, not lost
         result.stats.error = f"parse error after line {result.stats.lines}: {type(e).__name__}: {e}"[:300]
     return result
+
+
+from . import flight_recorder  # noqa: E402,F401  (registers the Flight Recorder dump parser)
