@@ -47,14 +47,15 @@ def clean(text: pl.Expr) -> pl.Expr:
     return text.str.replace_all(_CONTROL, "")
 
 
-def parse_ts(raw: pl.Expr, fmt: str, ctx: FileContext) -> pl.Expr:
-    """A UTC timestamp from `raw` in format `fmt`; local times without zone are taken as UTC."""
+def parse_ts(raw: pl.Expr, fmt: str) -> pl.Expr:
+    """A UTC timestamp from `raw` in format `fmt`; local times without zone are taken as UTC.
+    Year-less formats take the year from the line's `year` / `ref_mmdd` columns (its file's mtime)."""
     utc = pl.Datetime("us", "UTC")
     if fmt in ("c10", "torchlog"):
         # MMDD with the month not zero-padded (c10 streams it before setfill('0')).
         mmdd = raw.str.split_exact(" ", 1).struct.field("field_0").str.to_integer(strict=False)
         rest = raw.str.split_exact(" ", 1).struct.field("field_1")
-        year = pl.when(mmdd > ctx.ref_mmdd + 1).then(pl.lit(ctx.year - 1)).otherwise(pl.lit(ctx.year))
+        year = pl.when(mmdd > pl.col("ref_mmdd") + 1).then(pl.col("year") - 1).otherwise(pl.col("year"))
         stamp = pl.format("{}-{}-{} {}", year, (mmdd // 100).cast(pl.String).str.zfill(2),
                           (mmdd % 100).cast(pl.String).str.zfill(2), rest)
         if fmt == "c10":  # the 9 "fraction" digits are CLOCK_MONOTONIC, not wall-clock: whole seconds only
@@ -111,21 +112,19 @@ def _candidates(spec: FormatSpec, text: pl.Expr, free: pl.Expr) -> pl.Expr:
     return free
 
 
-def _apply_line_specs(df: pl.DataFrame, layer: str, tag: str, ctx: FileContext) -> pl.DataFrame:
+def _apply_line_specs(df: pl.DataFrame, layer: str, tag: str) -> pl.DataFrame:
     """Wrappers and headers: strip the prefix into line columns; `text` keeps the rest."""
     for spec in by_layer(layer):
         free = pl.col(tag).is_null() if layer == "header" else pl.lit(True)
         matched, values = _fields(spec, pl.col("text"), _candidates(spec, pl.col("text"), free))
-        if spec.min_share:
-            share = df.select(matched.mean()).item() or 0.0
-            if share < spec.min_share:
-                continue
+        if spec.min_share:  # per file: a wrapper that a launcher applies to (nearly) every line
+            matched = matched & (matched.mean().over("file") >= spec.min_share)
         updates = {c: pl.when(matched).then(v).otherwise(pl.col(c))
                    for c, v in values.items() if c != "msg"}
         if spec.ts_format:
             col = "wrap_ts" if layer == "wrapper" else "ts_raw"
             # A collector's UTC time (wrapper) beats a logger's local, zone-less one (header).
-            parsed = pl.when(matched & pl.col("ts").is_null()).then(parse_ts(values[col], spec.ts_format, ctx))
+            parsed = pl.when(matched & pl.col("ts").is_null()).then(parse_ts(values[col], spec.ts_format))
             updates["ts"] = pl.coalesce(pl.col("ts"), parsed)
             updates["ts_fmt"] = pl.coalesce(pl.col("ts_fmt"), pl.when(parsed.is_not_null()).then(pl.lit(spec.ts_format)))
         updates["text"] = pl.when(matched).then(values["msg"]).otherwise(pl.col("text"))
@@ -161,30 +160,48 @@ def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSp
     return df, emitted
 
 
-def parse_batch(lines: pl.Series, first_line: int, ctx: FileContext) -> tuple[pl.DataFrame, list]:
-    """Parse raw lines (line numbers from `first_line`).
+def context_columns(ctx: FileContext) -> dict[str, pl.Expr]:
+    return {
+        "file": pl.lit(ctx.path), "hint_host": pl.lit(ctx.host, pl.String),
+        "hint_rank": pl.lit(ctx.rank, pl.Int64), "hint_local_rank": pl.lit(ctx.local_rank, pl.Int64),
+        "year": pl.lit(ctx.year, pl.Int32), "ref_mmdd": pl.lit(ctx.ref_mmdd, pl.Int32),
+    }
 
-    Returns the per-line frame (idx, line, resolved host/pid/rank/local_rank/ts, header, kind,
-    source, level, text, and the wrapper columns) and the emitted (spec, rows) pairs.
+
+def frame(lines: pl.Series, first_line: int, ctx: FileContext) -> pl.DataFrame:
+    """The input of parse_frame for one file's lines; frames of many files can be concatenated."""
+    return pl.DataFrame({"text": lines}).with_columns(
+        line=pl.int_range(first_line, first_line + len(lines), dtype=pl.Int64), **context_columns(ctx))
+
+
+def parse_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
+    """Parse a frame of raw lines (text, line, file and the file context columns).
+
+    Returns the per-line frame (idx, file, line, resolved host/pid/rank/local_rank/ts, header,
+    kind, source, level, text, and the wrapper columns) and the emitted (spec, rows) pairs.
     """
-    n = len(lines)
-    df = pl.DataFrame({"idx": pl.int_range(0, n, eager=True), "text": lines}).with_columns(
-        line=pl.col("idx") + first_line,
+    df = df.with_columns(
+        idx=pl.int_range(0, pl.len(), dtype=pl.Int64),
         text=clean(pl.col("text")),
         header=pl.lit(None, pl.String), kind=pl.lit(None, pl.String), source=pl.lit(None, pl.String),
         ts=pl.lit(None, pl.Datetime("us", "UTC")), ts_fmt=pl.lit(None, pl.String),
         **{c: pl.lit(None, _LINE_DTYPES[c]) for c in LINE_COLUMNS if c != "msg"},
     )
-    df = _apply_line_specs(df, "wrapper", "header", ctx)
-    df = _apply_line_specs(df, "header", "header", ctx)
+    df = _apply_line_specs(df, "wrapper", "header")
+    df = _apply_line_specs(df, "header", "header")
     df, emitted = _apply_messages(df)
     df = df.with_columns(
-        host=pl.coalesce("host", "pdsh_host", "pod", pl.lit(ctx.host)),
-        rank=pl.coalesce("grank", "task", "mpi_rank", pl.lit(ctx.rank, pl.Int64)),
-        local_rank=pl.coalesce("tee_local_rank", pl.lit(ctx.local_rank, pl.Int64)),
+        host=pl.coalesce("host", "pdsh_host", "pod", "hint_host"),
+        rank=pl.coalesce("grank", "task", "mpi_rank", "hint_rank"),
+        local_rank=pl.coalesce("tee_local_rank", "hint_local_rank"),
         kind=pl.coalesce("kind", "header", pl.lit("other")),
         source=pl.coalesce("source", pl.lit("text")),
         ts_precision=pl.col("ts_fmt").replace_strict(TS_PRECISION, default=None),
         ts_inferred=pl.col("ts_fmt").replace_strict(TS_INFERRED, default=None),
     )
     return df, emitted
+
+
+def parse_batch(lines: pl.Series, first_line: int, ctx: FileContext) -> tuple[pl.DataFrame, list]:
+    """parse_frame for the lines of one file."""
+    return parse_frame(frame(lines, first_line, ctx))

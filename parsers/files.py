@@ -7,7 +7,7 @@ sacct, Flight Recorder dumps) and have their own parser, registered in WHOLE_FIL
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import polars as pl
 import pyarrow as pa
@@ -15,7 +15,7 @@ import pyarrow as pa
 from correlator.discover import Source, read_head, sniff
 from correlator.tables import conform
 
-from .engine import FileContext, parse_batch
+from .engine import FileContext, frame, parse_frame
 from .multiline import mark_tracebacks
 from .reader import ReadStats, iter_batches
 
@@ -24,6 +24,7 @@ EVENT_COLUMNS = ("file", "line", "host", "pid", "rank", "local_rank", "source", 
 LINE_KEYS = ("file", "line", "host", "pid", "rank", "local_rank", "ts")
 UNPARSED = "other"           # the kind of a line no format recognised
 WHOLE_FILE_MAX = 256 << 20   # bytes a whole-file parser may read
+GROUP_LINES = 200_000        # lines parsed in one engine pass
 
 
 @dataclass
@@ -57,38 +58,47 @@ def register(parser: WholeFileParser) -> WholeFileParser:
     return parser
 
 
-def _rows_for_tables(df: pl.DataFrame, emitted: list, path: str, result: FileResult) -> None:
+def _rows_for_tables(df: pl.DataFrame, emitted: list, results: dict[str, "FileResult"]) -> None:
     """Join each spec's rows with the resolved line columns and add them to their table."""
-    keys = df.select("idx", pl.lit(path).alias("file"), *LINE_KEYS[1:])
+    keys = df.select("idx", *LINE_KEYS)
     for spec, rows in emitted:
         if not spec.table:
             continue
         joined = rows.join(keys, on="idx", how="left", suffix="_line")
         both = [c for c in LINE_KEYS if f"{c}_line" in joined.columns]
         joined = joined.with_columns(pl.coalesce(c, f"{c}_line").alias(c) for c in both)
-        result.add(spec.table, joined.drop("idx", *(f"{c}_line" for c in both)).to_arrow())
+        joined = joined.drop("idx", *(f"{c}_line" for c in both))
+        for (path,), part in joined.partition_by("file", as_dict=True).items():
+            results[path].add(spec.table, part.to_arrow())
 
 
-def parse_text(src: Source, result: FileResult, ctx: FileContext) -> None:
+def _parse_lines(df: pl.DataFrame, results: dict[str, "FileResult"]) -> None:
+    """One engine pass over the lines of one or many files."""
+    df, emitted = parse_frame(df)
+    df = mark_tracebacks(df)
+    _rows_for_tables(df, emitted, results)
+    events = df.select(EVENT_COLUMNS)
+    for (path,), part in events.partition_by("file", as_dict=True).items():
+        result = results[path]
+        result.add("events", part.to_arrow())
+        counts = part.group_by("kind").len()
+        result.kinds |= set(counts["kind"].to_list()) - {UNPARSED}
+        result.unparsed += int(counts.filter(pl.col("kind") == UNPARSED)["len"].sum())
+
+
+def _read_frames(src: Source, result: FileResult) -> Iterator[pl.DataFrame]:
+    ctx = FileContext.for_mtime(src.path, src.mtime, **src.hints)
     with src.open() as stream:
         for first, lines in iter_batches(stream, result.stats):
-            df, emitted = parse_batch(pl.Series("text", lines, dtype=pl.String), first, ctx)
-            df = mark_tracebacks(df)
-            _rows_for_tables(df, emitted, src.path, result)
-            events = df.with_columns(file=pl.lit(src.path)).select(EVENT_COLUMNS)
-            result.add("events", events.to_arrow())
-            counts = events.group_by("kind").len()
-            result.kinds |= set(counts["kind"].to_list()) - {UNPARSED}
-            result.unparsed += int(counts.filter(pl.col("kind") == UNPARSED)["len"].sum())
+            yield frame(pl.Series("text", lines, dtype=pl.String), first, ctx)
 
 
-def parse_source(src: Source) -> FileResult:
-    """Never raises for bad input: what cannot be read is a skip reason or a read error."""
-    result = FileResult(src.path, hints=src.hints, mtime=src.mtime)
+def _triage(src: Source, result: FileResult) -> bool:
+    """Handle what is not a text log (unreadable, whole-file formats, binary); True if done."""
     head, error = read_head(src)
     if error:
         result.skip_reason = error
-        return result
+        return True
     for parser in WHOLE_FILE_PARSERS:
         if parser.claims(src.path, head):
             try:
@@ -97,19 +107,33 @@ def parse_source(src: Source) -> FileResult:
             except Exception as e:  # untrusted input: a parser's failure is a finding, not a crash
                 result.tables.clear()
                 result.skip_reason = f"not a valid {parser.name}: {type(e).__name__}: {e}"[:300]
-                return result
+                return True
             result.kinds.add(parser.name)
-            return result
-    reason = sniff(head)
-    if reason:
-        result.skip_reason = reason
-        return result
-    ctx = FileContext.for_mtime(src.path, src.mtime, **src.hints)
-    try:
-        parse_text(src, result, ctx)
-    except Exception as e:  # keep what was parsed; the rest of the file is reported, not lost
-        result.stats.error = f"parse error after line {result.stats.lines}: {type(e).__name__}: {e}"[:300]
-    return result
+            return True
+    result.skip_reason = sniff(head)
+    return result.skip_reason is not None
 
 
-from . import flight_recorder  # noqa: E402,F401  (registers the Flight Recorder dump parser)
+def parse_sources(sources: list[Source]) -> list[FileResult]:
+    """Parse a group of files; small text files share one engine pass (the per-pass cost is
+    paid once per group, not once per file), a large one is streamed in batches.
+    Never raises for bad input: what cannot be read is a skip reason or a read error."""
+    results = {s.path: FileResult(s.path, hints=s.hints, mtime=s.mtime) for s in sources}
+    pending: list[pl.DataFrame] = []
+    for src in sources:
+        result = results[src.path]
+        if _triage(src, result):
+            continue
+        try:
+            for part in _read_frames(src, result):
+                pending.append(part)
+                if sum(p.height for p in pending) >= GROUP_LINES:
+                    _parse_lines(pl.concat(pending), results)
+                    pending = []
+        except Exception as e:  # keep what was parsed; the rest of the file is reported, not lost
+            result.stats.error = f"parse error after line {result.stats.lines}: {type(e).__name__}: {e}"[:300]
+    if pending:
+        _parse_lines(pl.concat(pending), results)
+    return list(results.values())
+
+

@@ -20,8 +20,9 @@ def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
     start = pl.col("text").str.starts_with("Traceback (most recent call last):")
     if not df.select(start.any()).item():
         return df
-    stream = pl.coalesce(pl.col("tee_local_rank").cast(pl.String), pl.col("task").cast(pl.String),
-                         pl.col("rank").cast(pl.String), pl.col("pod"), pl.lit(""))
+    stream = pl.format("{}|{}", pl.col("file"), pl.coalesce(
+        pl.col("tee_local_rank").cast(pl.String), pl.col("task").cast(pl.String),
+        pl.col("rank").cast(pl.String), pl.col("pod"), pl.lit("")))
     indented = pl.col("text").str.starts_with("  ") | (pl.col("text") == "")
     work = df.with_columns(_stream=stream).with_columns(
         _block=start.cast(pl.Int64).cum_sum().over("_stream", order_by="line"),
