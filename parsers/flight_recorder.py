@@ -26,7 +26,7 @@ from correlator.discover import sniff
 from .files import FileResult, WholeFileParser, register
 
 SOURCE = "flight_recorder"
-_NAME = re.compile(r"(?:^|[_.-])(?:fr|nccl_trace|fr_trace)(?:[_.-]|$)|trace_rank_", re.I)
+_NAME = re.compile(r"(?:^|[_.-])(?:fr|nccl_trace)(?:[_.-]|$)|trace_rank_", re.I)
 _JSON_KEYS = (b'"entries"', b'"pg_config"', b'"version"', b'"collective_seq_id"', b'"profiling_name"')
 _RANK_AT_END = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle))?$")
 _COMPRESSION = re.compile(r"\.(?:gz|zst)$")
@@ -75,7 +75,7 @@ class _PlainDataUnpickler(pickle.Unpickler):
 
 def load_dump(data: bytes) -> dict:
     """The dump as plain data; raises ValueError (or RefusedPickle) for anything else."""
-    if data.lstrip()[:1] == b"{":
+    if data[:4096].lstrip()[:1] == b"{":   # a slice: no copy of a large dump
         dump = json.loads(data)
     else:
         # buffers=None: protocol-5 out-of-band buffers are refused by the unpickler itself.

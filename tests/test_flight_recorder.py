@@ -13,7 +13,7 @@ import pytest
 
 from correlator.discover import discover
 from parsers.files import FileResult, parse_sources
-from parsers.flight_recorder import MAX_ENTRIES, claims, normalise_op
+from parsers.flight_recorder import MAX_ENTRIES, claims, load_dump, normalise_op
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fr"
 HEALTHY_PG0_OPS = ["BROADCAST"] + ["ALLREDUCE"] * 4 + ["ALLGATHER", "BARRIER"]
@@ -105,6 +105,8 @@ def test_malicious_pickle_is_refused_and_nothing_runs(tmp_path, protocol):
     _write(tmp_path / "logs", "dump.pkl", pickle.dumps(_Exploit(marker), protocol=protocol))
     results = parse_dir(tmp_path / "logs")
     assert not marker.exists()
+    pickle.loads((tmp_path / "logs" / "dump.pkl").read_bytes())   # control: the payload is live
+    assert marker.exists()
     for result in results.values():
         assert "refused: pickle references os.system" in result.skip_reason
         assert "Flight Recorder dumps contain only plain data" in result.skip_reason
@@ -175,3 +177,15 @@ def test_claims_only_dumps(tmp_path):
     assert not claims("fr.log", b"2026-11-29 21:09:01,857 INFO [rank 0] step 1/10 loss 2.3\n")
     assert not claims("error.json", b'{"message": {"message": "RuntimeError"}, "version": 1}')
 
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"(ios\nsystem\nS'id'\n.", "refused: pickle references os.system"),        # INST, protocol 0
+    (b"\x80\x02(cos\nsystem\no.", "refused: pickle references os.system"),      # OBJ, protocol 1+
+    (b"\x80\x02X\x01\x00\x00\x00aQ.", "refused: pickle uses persistent ids"),   # BINPERSID
+    (b"\x80\x05\x97.", "out-of-band"),                                         # NEXT_BUFFER, protocol 5
+    (b"\x80\x06}.", "unsupported pickle protocol"),
+])
+def test_pickle_protocol_oddities_are_refused(data, message):
+    with pytest.raises((pickle.UnpicklingError, ValueError), match=message):
+        load_dump(data)
