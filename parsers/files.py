@@ -137,3 +137,4 @@ def parse_sources(sources: list[Source]) -> list[FileResult]:
     return list(results.values())
 
 
+from . import flight_recorder  # noqa: E402,F401  (registers the Flight Recorder dump parser)
