@@ -1,0 +1,166 @@
+"""SLURM beyond single lines: srun's task ranges, and the accounting files that are records, not
+log lines (`sacct --parsable2`, `scontrol show job`, jobcomp/filetxt).
+
+Line formats are data in formats/slurm.toml. The whole-file parsers here turn each job or step
+record into an `exits` row (job state, `ExitCode` = exit:signal, end time) and still put every
+line of the file into `events`, so nothing is lost. The record's job/step id is in column `job`
+(kept once `exits` has that column) and in `text`.
+"""
+from __future__ import annotations
+
+import re
+
+import polars as pl
+import pyarrow as pa
+
+from .engine import clean
+from .files import FileResult, WholeFileParser, register
+
+SLURM_TIME = "%Y-%m-%dT%H:%M:%S"
+_TASK_RANGE = r"tasks? ([\d,\-\[\]]+):"
+
+
+# ---- srun task ranges ----------------------------------------------------------------------------
+
+def _task_ids(ranges: pl.Expr) -> pl.Expr:
+    """`0,2-3` -> [0, 2, 3] (srun's task list; brackets appear when it is a hostlist-style set)."""
+    parts = ranges.str.strip_chars("[]").str.split(",")
+    return parts.list.eval(pl.int_ranges(
+        pl.element().str.extract(r"^\[?(\d+)", 1).str.to_integer(strict=False),
+        pl.coalesce(pl.element().str.extract(r"-(\d+)", 1), pl.element().str.extract(r"^\[?(\d+)", 1))
+        .str.to_integer(strict=False) + 1,
+    )).list.eval(pl.element().explode())
+
+
+def expand_task_ranges(table: pa.Table) -> pa.Table:
+    """One `exits` row per task for srun's `task(s) 0,2-3: ...` rows (`task` = the GLOBAL task id).
+
+    Also clears `rank` on SLURM step events (slurmstepd, slurmctld rows): a banner reaches the job
+    output through task 0's stream, so the label's rank there is not the rank the event is about.
+    Call on the `exits` table of a job (any mix of sources); other rows pass through unchanged.
+    """
+    df = pl.from_arrow(table)
+    if df.is_empty():
+        return table
+    srun = ((pl.col("source") == "srun") & pl.col("task").is_null()).fill_null(False)
+    expanded = df.filter(srun).with_columns(
+        task=_task_ids(pl.col("text").str.extract(_TASK_RANGE, 1))).explode("task")
+    step_event = pl.col("source").is_in(["slurmstepd", "slurmctld"]).fill_null(False)
+    rest = df.filter(~srun).with_columns(
+        rank=pl.when(step_event).then(pl.lit(None, pl.Int64)).otherwise(pl.col("rank")))
+    out = pl.concat([rest, expanded.select(df.columns)]).sort("file", "line", "task", nulls_last=True)
+    return out.to_arrow().cast(table.schema)
+
+
+# ---- whole files ---------------------------------------------------------------------------------
+
+def file_lines(data: bytes, result: FileResult) -> pl.DataFrame:
+    """The file's lines (line, text) with control characters removed; fills the read stats."""
+    text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    result.stats.bytes, result.stats.lines = len(data), len(lines)
+    return pl.DataFrame({"text": pl.Series(lines, dtype=pl.String)}).with_columns(
+        line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64), text=clean(pl.col("text")))
+
+
+def add_line_events(result: FileResult, lines: pl.DataFrame, kind: str, source: str) -> None:
+    """Every line of a whole-file format into `events`, so what the parser skips is still there."""
+    hints = result.hints
+    result.add("events", lines.select(
+        file=pl.lit(result.path), line="line", host=pl.lit(hints.get("host"), pl.String),
+        rank=pl.lit(hints.get("rank"), pl.Int64), local_rank=pl.lit(hints.get("local_rank"), pl.Int64),
+        source=pl.lit(source), kind=pl.lit(kind), text="text").to_arrow())
+
+
+def _slurm_time(col: pl.Expr) -> pl.Expr:
+    """`2026-11-29T22:04:54` (local, no zone, taken as UTC like every zone-less time); null for
+    `Unknown` / `None`."""
+    return col.str.to_datetime(SLURM_TIME, strict=False, time_zone="UTC")
+
+
+def _state_reason(state: pl.Expr) -> pl.Expr:
+    """`CANCELLED by 0` -> `cancelled`, `OUT_OF_MEMORY` -> `out_of_memory`."""
+    return state.str.split(" ").list.first().str.to_lowercase()
+
+
+def _exit_pair(code: pl.Expr) -> dict[str, pl.Expr]:
+    """ExitCode `exit:signal` -> exit_code, signal."""
+    parts = code.str.split_exact(":", 1)
+    return {"exit_code": parts.struct.field("field_0").str.to_integer(strict=False),
+            "signal": parts.struct.field("field_1").str.to_integer(strict=False)}
+
+
+def _single_host(nodes: pl.Expr) -> pl.Expr:
+    """A node list names one host only without brackets or commas."""
+    return pl.when(nodes.str.contains(r"[\[,]") | (nodes == "") | (nodes == "None assigned")).then(None).otherwise(nodes)
+
+
+def _add_records(result: FileResult, records: pl.DataFrame, source: str) -> None:
+    """Record columns job/state/exit/end/nodes/line/text -> `exits` rows."""
+    result.add("exits", records.select(
+        file=pl.lit(result.path), line="line", job="job", host=_single_host(pl.col("nodes")),
+        reason=_state_reason(pl.col("state")), **_exit_pair(pl.col("exit")), source=pl.lit(source),
+        ts=_slurm_time(pl.col("end")), text="text").to_arrow())
+
+
+# sacct --parsable2: a header line, `|`-separated fields, one row per job and per step.
+
+def _claims_sacct(path: str, head: bytes) -> bool:
+    first = head.split(b"\n", 1)[0]
+    return first.startswith(b"JobID|") and b"|State" in first
+
+
+def parse_sacct(data: bytes, result: FileResult) -> None:
+    lines = file_lines(data, result)
+    add_line_events(result, lines, "sacct", "slurm")
+    header = lines["text"][0].split("|")
+    rows = lines.slice(1).filter(pl.col("text").str.contains("|", literal=True))
+    fields = rows.with_columns(pl.col("text").str.split("|").list.to_struct(fields=header).alias("_f")).unnest("_f")
+    get = lambda name: pl.col(name) if name in fields.columns else pl.lit(None, pl.String)  # noqa: E731
+    records = fields.select("line", "text", job=get("JobID"), state=get("State"), exit=get("ExitCode"),
+                            end=get("End"), nodes=get("NodeList"))
+    _add_records(result, records, "sacct")
+
+
+# scontrol show job: `Key=Value` tokens over indented lines, records separated by blank lines.
+# jobcomp/filetxt: one record per line, same `Key=Value` tokens.
+
+def _claims_scontrol(path: str, head: bytes) -> bool:
+    return re.match(rb"JobId=\d\S* JobName=", head) is not None
+
+
+def _claims_jobcomp(path: str, head: bytes) -> bool:
+    return re.match(rb"JobId=\d\S* UserId=\S+ GroupId=", head) is not None
+
+
+def _kv_records(lines: pl.DataFrame, starts: pl.Expr) -> pl.DataFrame:
+    """Group lines into records (a record begins where `starts`) and read their key=value tokens;
+    a record's line is the one holding JobState (what its row is about)."""
+    holds_state = pl.col("text").str.contains("JobState=", literal=True)
+    records = (lines.with_columns(_rec=starts.cast(pl.Int64).cum_sum()).filter(pl.col("_rec") > 0)
+               .group_by("_rec", maintain_order=True)
+               .agg(all_text=pl.col("text").str.join(" "),
+                    line=pl.coalesce(pl.col("line").filter(holds_state).first(), pl.col("line").first()),
+                    text=pl.coalesce(pl.col("text").filter(holds_state).first(), pl.col("text").first())))
+    value = lambda key: pl.col("all_text").str.extract(rf"(?:^|\s){key}=(\S*)", 1)  # noqa: E731
+    return records.select("line", pl.col("text").str.strip_chars(), job=value("JobId"), state=value("JobState"),
+                          exit=value("ExitCode"), end=value("EndTime"), nodes=value("NodeList"))
+
+
+def parse_scontrol(data: bytes, result: FileResult) -> None:
+    lines = file_lines(data, result)
+    add_line_events(result, lines, "scontrol_job", "slurm")
+    _add_records(result, _kv_records(lines, pl.col("text").str.starts_with("JobId=")), "scontrol")
+
+
+def parse_jobcomp(data: bytes, result: FileResult) -> None:
+    lines = file_lines(data, result)
+    add_line_events(result, lines, "jobcomp", "slurm")
+    _add_records(result, _kv_records(lines, pl.col("text").str.starts_with("JobId=")), "jobcomp")
+
+
+SACCT = register(WholeFileParser("sacct", _claims_sacct, parse_sacct))
+SCONTROL = register(WholeFileParser("scontrol_job", _claims_scontrol, parse_scontrol))
+JOBCOMP = register(WholeFileParser("jobcomp", _claims_jobcomp, parse_jobcomp))
