@@ -1,0 +1,246 @@
+"""Run every torchrun scenario of train.py and write samples/tr-*/{logs/,expected.json}.
+
+Usage (from the repository root): /work/torchenv/bin/python samples/capture/torchrun/capture.py [--only NAME ...]
+
+expected.json is built from what the run itself reported: the scenario definition, the fault the
+injected rank wrote to a truth directory outside logs/ (its step and the SeqNum of the collective
+it diverged at), and each worker's exit code as seen by launch.py. The logs are never read here.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SAMPLES = HERE.parent.parent
+TRAIN = HERE / "train.py"
+LAUNCH = HERE / "launch.py"
+RUN_TIMEOUT_SECONDS = 180
+
+DETAIL_ENV = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL", "TORCH_CPP_LOG_LEVEL": "INFO"}
+FR_BUFFER_ENTRIES = "2000"
+# DDP construction over the DETAIL wrapper PG segfaults on torch 2.13 CPU (see train.py HandWrittenDataParallel)
+NO_DDP = ("--no-ddp",)
+NO_DDP_NOTE = ("Gradients are averaged by a hand-written flat all_reduce instead of DDP: with TORCH_DISTRIBUTED_DEBUG=DETAIL, "
+               "DDP construction dies with SIGSEGV on torch 2.13 CPU/gloo. ")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    scenario: str
+    kind: str
+    # who the culprit is, given the world size and the injected rank
+    culprits: str = "fault"  # "fault" | "rank0" | "none"
+    divergence_known: bool = True
+    description: str = ""
+
+
+SCENARIOS = {
+    "healthy": Scenario("healthy", "healthy", "none", False, "8 DDP steps, no fault"),
+    "ddp_param_mismatch": Scenario(
+        "ddp_param_mismatch", "collective_mismatch", description="the injected rank builds the model with one extra Linear layer"),
+    "missing_collective": Scenario(
+        "missing_collective", "missing_collective", description="the injected rank skips the metrics all_reduce at the fault step"),
+    "rank0_only_collective": Scenario(
+        "rank0_only_collective", "missing_collective", "rank0",
+        description="rank 0 calls dist.barrier() inside its checkpoint branch after the fault step"),
+    "uneven_inputs": Scenario(
+        "uneven_inputs", "rank_exited_early", description="the injected rank has fault_step-1 batches, finishes and exits 0"),
+    "crash_exception": Scenario(
+        "crash_exception", "rank_crashed", description="the injected rank raises RuntimeError before the fault step's forward"),
+    "crash_sigkill": Scenario(
+        "crash_sigkill", "rank_crashed", description="the injected rank SIGKILLs itself at the fault step (as the OOM killer would)"),
+    "stalled_rank": Scenario(
+        "stalled_rank", "rank_stalled", description="the injected rank sleeps 120 s in data loading at the fault step"),
+    "op_order_mismatch": Scenario(
+        "op_order_mismatch", "collective_mismatch",
+        description="at the fault step the injected rank broadcasts the stop flag before the metrics all_reduce"),
+    "shape_mismatch": Scenario(
+        "shape_mismatch", "collective_mismatch", description="from the fault step the injected rank all_reduces 3 metrics instead of 2"),
+    "straggler": Scenario(
+        "straggler", "straggler", divergence_known=False, description="the injected rank sleeps 0.3 s extra per step (3x the others' compute)"),
+    "bn_eval_desync": Scenario(
+        "bn_eval_desync", "missing_collective",
+        description="model with BatchNorm; at the fault step the injected rank runs an extra forward through the DDP wrapper "
+        "(validation with grad enabled), which broadcasts the BN buffers on that rank only"),
+}
+
+
+@dataclass(frozen=True)
+class Sample:
+    scenario: str
+    nranks: int
+    fault_rank: int
+    record: bool = False
+    detail: bool = False
+    flight_recorder: bool = False
+    timeout: float = 20.0
+    extra_args: tuple = ()
+    notes: str = ""
+    env: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        suffix = "-detail" if self.detail else "-fr" if self.flight_recorder else ""
+        return f"tr-{self.scenario}-{self.nranks}{suffix}"
+
+
+SAMPLE_LIST = [
+    Sample("healthy", 4, 1),
+    Sample("healthy", 8, 5),
+    Sample("healthy", 4, 1, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
+    Sample("ddp_param_mismatch", 4, 3, record=True),
+    Sample("ddp_param_mismatch", 8, 6, record=True),
+    Sample("ddp_param_mismatch", 4, 3, detail=True),
+    Sample("missing_collective", 4, 2, record=True),
+    Sample("missing_collective", 8, 5),
+    Sample("missing_collective", 4, 2, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
+    Sample("missing_collective", 4, 2, flight_recorder=True, record=True),
+    Sample("rank0_only_collective", 4, 0),
+    Sample("rank0_only_collective", 8, 0, record=True),
+    Sample("rank0_only_collective", 4, 0, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
+    Sample("uneven_inputs", 4, 3),
+    Sample("uneven_inputs", 8, 2, record=True),
+    Sample("uneven_inputs", 4, 3, flight_recorder=True, record=True),
+    Sample("crash_exception", 4, 1, record=True),
+    Sample("crash_exception", 8, 6),
+    Sample("crash_exception", 4, 1, detail=True, record=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
+    Sample("crash_sigkill", 4, 2),
+    Sample("crash_sigkill", 8, 3, record=True),
+    Sample("stalled_rank", 4, 2, record=True),
+    Sample("stalled_rank", 8, 7),
+    Sample("stalled_rank", 4, 2, flight_recorder=True, record=True),
+    Sample("stalled_rank", 4, 2, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
+    Sample("op_order_mismatch", 4, 1),
+    Sample("op_order_mismatch", 4, 1, detail=True, record=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
+    Sample("op_order_mismatch", 4, 1, flight_recorder=True, record=True),
+    Sample("shape_mismatch", 4, 3, record=True),
+    Sample("shape_mismatch", 8, 4),
+    Sample("shape_mismatch", 4, 3, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
+    Sample("straggler", 4, 2),
+    Sample("straggler", 8, 6),
+    Sample("bn_eval_desync", 4, 1),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_env(sample: Sample, logs: Path, truth_dir: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_", "NCCL_"))}
+    env["CAPTURE_TRUTH_DIR"] = str(truth_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    if sample.detail:
+        env.update(DETAIL_ENV)
+    if sample.flight_recorder:
+        (logs / "flight_recorder").mkdir()
+        env["TORCH_FR_BUFFER_SIZE"] = FR_BUFFER_ENTRIES
+        env["TORCH_FR_DUMP_TEMP_FILE"] = str(logs / "flight_recorder" / "fr_trace_rank_")
+    env.update(sample.env)
+    return env
+
+
+def torchrun_command(sample: Sample, logs: Path) -> list[str]:
+    return [
+        sys.executable, str(LAUNCH),
+        "--nproc-per-node", str(sample.nranks),
+        "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+        "--log-dir", str(logs / "torchrun"), "--redirects", "3", "--tee", "3",
+        str(TRAIN), "--scenario", sample.scenario, "--fault-rank", str(sample.fault_rank),
+        "--timeout", str(sample.timeout), *(["--record"] if sample.record else []), *sample.extra_args,
+    ]
+
+
+def culprit_ranks(sample: Sample, scenario: Scenario) -> list[int]:
+    return {"fault": [sample.fault_rank], "rank0": [0], "none": []}[scenario.culprits]
+
+
+def exit_order(workers: dict) -> list[dict]:
+    """Ranks in the order their processes ended (observed by launch.py every 50 ms), relative seconds."""
+    seen = sorted((w["exit_seen_at"], int(rank)) for rank, w in workers.items() if w.get("exit_seen_at"))
+    if not seen:
+        return []
+    first = seen[0][0]
+    return [{"rank": rank, "after_s": round(at - first, 2), "exit_code": workers[str(rank)]["exit_code"]} for at, rank in seen]
+
+
+def build_expected(sample: Sample, command: list[str], env: dict, truth_dir: Path, elapsed: float, launcher_rc: int) -> dict:
+    scenario = SCENARIOS[sample.scenario]
+    workers = json.loads((truth_dir / "workers.json").read_text())
+    faults = [json.loads(p.read_text()) for p in sorted(truth_dir.glob("fault_rank*.json"))]
+    injected = faults[0] if faults else None
+    divergence = None
+    if scenario.divergence_known and injected:
+        divergence = {"pg": "0", "seq": injected["seq"]}
+    exit_codes = {rank: w["exit_code"] for rank, w in sorted(workers.items(), key=lambda kv: int(kv[0]))}
+    return {
+        "scenario": sample.scenario,
+        "kind": scenario.kind,
+        "culprit_ranks": culprit_ranks(sample, scenario),
+        "world_size": sample.nranks,
+        "divergence": divergence,
+        "launcher": "torchrun",
+        "truth": (
+            "Fault injected by train.py on the named rank (it recorded its step and the 1-based SeqNum of the "
+            "collective it diverged at, from ProcessGroup._get_sequence_number_for_group, outside logs/); "
+            "exit codes recorded by launch.py from the worker processes."
+        ),
+        "notes": sample.notes,
+        "description": scenario.description,
+        "injected": injected,
+        "exit_codes": exit_codes,
+        "signalled_by_agent": sorted(int(r) for r, w in workers.items() if w["signalled_by_agent"]),
+        "exit_order": exit_order(workers),
+        "worker_pids": {rank: w["pid"] for rank, w in workers.items()},
+        "launcher_exit_code": launcher_rc,
+        "record_decorator": sample.record,
+        "debug_env": {k: env[k] for k in sorted(env) if k.startswith("TORCH_")},
+        "run_seconds": round(elapsed, 1),
+        "command": " ".join(["torchrun", *command[2:]]).replace(str(SAMPLES.parent) + "/", ""),
+    }
+
+
+def capture(sample: Sample) -> dict:
+    out = SAMPLES / sample.name
+    shutil.rmtree(out, ignore_errors=True)
+    logs = out / "logs"
+    logs.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="capture-truth-") as truth:
+        truth_dir = Path(truth)
+        env = run_env(sample, logs, truth_dir)
+        command = torchrun_command(sample, logs)
+        started = time.monotonic()
+        with open(logs / "console.log", "w") as console:
+            proc = subprocess.run(command, env=env, stdout=console, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_SECONDS)
+        expected = build_expected(sample, command, env, truth_dir, time.monotonic() - started, proc.returncode)
+    (out / "expected.json").write_text(json.dumps(expected, indent=2) + "\n")
+    return expected
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="sample names (tr-...) to capture; default all")
+    args = parser.parse_args()
+    chosen = [s for s in SAMPLE_LIST if not args.only or s.name in args.only]
+    unknown = set(args.only or ()) - {s.name for s in SAMPLE_LIST}
+    if unknown:
+        sys.exit(f"unknown sample(s): {', '.join(sorted(unknown))}")
+    for sample in chosen:
+        expected = capture(sample)
+        print(f"{sample.name}: {expected['run_seconds']} s, exit codes {expected['exit_codes']}, "
+              f"launcher rc {expected['launcher_exit_code']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

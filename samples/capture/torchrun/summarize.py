@@ -1,0 +1,61 @@
+"""Print the README table of the captured tr-* samples: the truth next to what torchrun said.
+
+Usage: /work/torchenv/bin/python samples/capture/torchrun/summarize.py  (any Python 3 works)
+
+The truth comes from expected.json; torchrun's "Root Cause (first observed failure)" rank is read
+from console.log, because comparing the two is the point of the table.
+"""
+
+import json
+import re
+from pathlib import Path
+
+SAMPLES = Path(__file__).resolve().parent.parent.parent
+ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):\n\[0\]:\n.*\n.*\n  rank      : (-?\d+)")
+
+
+def torchrun_root_cause(console: str) -> int | None:
+    match = ROOT_CAUSE.search(console)
+    return int(match.group(1)) if match else None
+
+
+def first_exit(expected: dict) -> str:
+    order = expected.get("exit_order") or []
+    failed = [e for e in order if e["exit_code"] != 0]
+    if not failed:
+        return "-"
+    first = failed[0]
+    ties = [e["rank"] for e in failed if e["after_s"] - first["after_s"] < 0.1]
+    return f"{','.join(map(str, ties))} ({first['exit_code']})"
+
+
+def verdict_of_root_cause(root: int | None, expected: dict) -> str:
+    if root is None:
+        return "-"
+    culprits = expected["culprit_ranks"]
+    return f"{root} ({'right' if root in culprits else 'wrong'})"
+
+
+def row(sample: Path) -> str:
+    expected = json.loads((sample / "expected.json").read_text())
+    console = (sample / "logs" / "console.log").read_text(errors="replace")
+    codes = " ".join(f"{r}:{c}" for r, c in expected["exit_codes"].items())
+    divergence = expected["divergence"]["seq"] if expected["divergence"] else "-"
+    cells = [
+        sample.name, expected["kind"], ",".join(map(str, expected["culprit_ranks"])) or "-", str(divergence),
+        codes, first_exit(expected), verdict_of_root_cause(torchrun_root_cause(console), expected),
+        f"{expected['run_seconds']:.0f}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def main() -> None:
+    print("| sample | kind | culprit | div. seq | exit codes (rank:code) | first to exit (code) | torchrun Root Cause | s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for sample in sorted(SAMPLES.glob("tr-*")):
+        if (sample / "expected.json").exists():
+            print(row(sample))
+
+
+if __name__ == "__main__":
+    main()

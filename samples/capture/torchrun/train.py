@@ -1,0 +1,261 @@
+"""A small DDP training job on gloo/CPU that injects one distributed-training fault.
+
+Run under torchrun; the scenario is chosen with --scenario. The injected rank writes what it did
+(step, PG sequence number of the collective where it diverged) to $CAPTURE_TRUTH_DIR, outside
+the log directory, so that capture.py records the truth from the run and not from the logs.
+
+Per step every rank issues, in this order on the default PG:
+  1. ALLREDUCE of the gradient bucket (DDP, during backward)
+  2. ALLREDUCE of the metrics tensor [loss_sum, samples] (numel 2)
+  3. BROADCAST of the stop flag from rank 0 (numel 1)
+"""
+
+import argparse
+import json
+import logging
+import os
+import pickle
+import signal
+import socket
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.nn.parallel import DistributedDataParallel
+
+SCENARIOS = (
+    "healthy", "ddp_param_mismatch", "missing_collective", "rank0_only_collective",
+    "uneven_inputs", "crash_exception", "crash_sigkill", "stalled_rank", "op_order_mismatch",
+    "shape_mismatch", "straggler", "bn_eval_desync",
+)
+COMPUTE_SECONDS = 0.15  # simulated per-step compute, so a straggler is visible in the timings
+
+log = logging.getLogger("train")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scenario", choices=SCENARIOS, default="healthy")
+    parser.add_argument("--fault-rank", type=int, default=1)
+    parser.add_argument("--fault-step", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--timeout", type=float, default=20.0, help="process-group timeout, seconds")
+    parser.add_argument("--stall-seconds", type=float, default=120.0)
+    parser.add_argument("--record", action="store_true", help="wrap the entry in elastic's @record")
+    parser.add_argument("--no-ddp", action="store_true", help="average gradients by hand instead of DDP")
+    return parser.parse_args()
+
+
+def setup_logging(rank: int) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s [rank {rank}] %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+class Classifier(nn.Module):
+    def __init__(self, extra_layer: bool = False, batchnorm: bool = False):
+        super().__init__()
+        layers = [nn.Linear(32, 64)]
+        if batchnorm:
+            layers.append(nn.BatchNorm1d(64))
+        layers += [nn.ReLU(), nn.Linear(64, 64), nn.ReLU()]
+        if extra_layer:  # e.g. a config flag read differently on one host
+            layers += [nn.Linear(64, 64), nn.ReLU()]
+        layers.append(nn.Linear(64, 4))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class HandWrittenDataParallel(nn.Module):
+    """Data parallelism without DDP: one flat gradient all_reduce per step, like a single DDP bucket.
+
+    Needed for TORCH_DISTRIBUTED_DEBUG=DETAIL runs: on torch 2.13 CPU, constructing DDP over the
+    DETAIL wrapper process group dies with SIGSEGV (in DDP's Logger.set_construction_data_and_log).
+    """
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+        flat = torch.cat([p.detach().reshape(-1) for p in module.parameters()])
+        dist.broadcast(flat, src=0)
+        self._unflatten_into(flat, [p.data for p in module.parameters()])
+
+    def forward(self, x):
+        return self.module(x)
+
+    def average_gradients(self) -> None:
+        grads = [p.grad for p in self.module.parameters()]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        self._unflatten_into(flat / dist.get_world_size(), grads)
+
+    @staticmethod
+    def _unflatten_into(flat: torch.Tensor, tensors: list) -> None:
+        offset = 0
+        for tensor in tensors:
+            tensor.copy_(flat[offset:offset + tensor.numel()].view_as(tensor))
+            offset += tensor.numel()
+
+
+def next_seq() -> int:
+    """1-based SeqNum of the next collective on the default PG (same numbering as Flight Recorder)."""
+    return dist.group.WORLD._get_sequence_number_for_group() + 1
+
+
+def write_truth(args, rank: int, **facts) -> None:
+    truth_dir = os.environ.get("CAPTURE_TRUTH_DIR")
+    if not truth_dir:
+        return
+    facts = {"rank": rank, "scenario": args.scenario, "time": time.time(), **facts}
+    with open(os.path.join(truth_dir, f"fault_rank{rank}.json"), "w") as f:
+        json.dump(facts, f)
+
+
+def dump_flight_recorder(rank: int) -> None:
+    """gloo has no watchdog that dumps on timeout: write the Flight Recorder buffer ourselves."""
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE")
+    if not prefix or not int(os.environ.get("TORCH_FR_BUFFER_SIZE", "0")):
+        return
+    from torch._C._distributed_c10d import _dump_fr_trace
+
+    path = f"{prefix}{rank}"
+    with open(path, "wb") as f:
+        f.write(_dump_fr_trace())
+    log.error("wrote Flight Recorder dump to %s", path)
+
+
+def batches(args, rank: int):
+    count = args.steps
+    if args.scenario == "uneven_inputs" and rank == args.fault_rank:
+        count = args.fault_step - 1  # this rank's shard is shorter
+    generator = torch.Generator().manual_seed(1234 + rank)
+    for _ in range(count):
+        yield torch.randn(16, 32, generator=generator), torch.randint(0, 4, (16,), generator=generator)
+
+
+def load_batch(args, rank: int, step: int, batch):
+    if rank == args.fault_rank and step == args.fault_step and args.scenario == "stalled_rank":
+        write_truth(args, rank, step=step, seq=next_seq(), action="stalled in data loading")
+        log.info("reading shard from /data/train-%05d.tar", rank)
+        time.sleep(args.stall_seconds)  # a hung NFS read / deadlocked dataloader worker
+    if rank == args.fault_rank and args.scenario == "straggler":
+        time.sleep(2 * COMPUTE_SECONDS)  # three times the others' step time
+    return batch
+
+
+def sync_metrics(args, rank: int, step: int, loss: torch.Tensor, samples: int) -> torch.Tensor:
+    metrics = torch.tensor([loss.item() * samples, float(samples)])
+    stop = torch.zeros(1)
+    faulty = rank == args.fault_rank and step >= args.fault_step
+    if args.scenario == "shape_mismatch" and faulty:
+        if step == args.fault_step:
+            write_truth(args, rank, step=step, seq=next_seq(), action="all_reduce of numel 3 instead of 2")
+        metrics = torch.cat([metrics, torch.tensor([float(step)])])  # an extra metric on one rank
+    if args.scenario == "missing_collective" and rank == args.fault_rank and step == args.fault_step:
+        write_truth(args, rank, step=step, seq=next_seq(), action="skipped metrics all_reduce")
+        log.info("skipping metrics sync: non-finite loss guard")
+        dist.broadcast(stop, src=0)
+        return metrics
+    if args.scenario == "op_order_mismatch" and rank == args.fault_rank and step == args.fault_step:
+        write_truth(args, rank, step=step, seq=next_seq(), action="broadcast before all_reduce")
+        dist.broadcast(stop, src=0)
+        dist.all_reduce(metrics)
+        return metrics
+    dist.all_reduce(metrics)
+    dist.broadcast(stop, src=0)
+    return metrics
+
+
+def maybe_checkpoint(args, rank: int, step: int, model) -> None:
+    """The classic bug: a barrier inside an `if rank == 0:` checkpoint branch."""
+    if args.scenario != "rank0_only_collective" or step != args.fault_step or rank != 0:
+        return
+    write_truth(args, rank, step=step, seq=next_seq(), action="barrier only on rank 0")
+    log.info("saving checkpoint for step %d", step)
+    torch.save(model.state_dict(), os.devnull)
+    dist.barrier()
+
+
+def maybe_crash(args, rank: int, step: int) -> None:
+    if rank != args.fault_rank or step != args.fault_step:
+        return
+    if args.scenario == "crash_exception":
+        write_truth(args, rank, step=step, seq=next_seq(), action="raised RuntimeError")
+        raise RuntimeError(f"corrupt record in /data/train-{rank:05d}.tar at offset 81920")
+    if args.scenario == "crash_sigkill":
+        write_truth(args, rank, step=step, seq=next_seq(), action="SIGKILL to self")
+        os.kill(os.getpid(), signal.SIGKILL)  # what the kernel OOM killer does
+
+
+def validate_on_fault_rank(args, rank: int, step: int, model) -> None:
+    """One rank evaluates through the DDP wrapper with grad enabled: DDP broadcasts BN buffers there only."""
+    if args.scenario != "bn_eval_desync" or rank != args.fault_rank or step != args.fault_step:
+        return
+    write_truth(args, rank, step=step, seq=next_seq(), action="extra DDP forward (buffer broadcast)")
+    log.info("running quick validation on this rank")
+    model.eval()
+    model(torch.randn(8, 32))
+    model.train()
+
+
+def train(args) -> None:
+    dist.init_process_group(backend="gloo", timeout=timedelta(seconds=args.timeout))
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    setup_logging(rank)
+    log.info("host=%s pid=%d local_rank=%d world_size=%d", socket.gethostname(), os.getpid(), local_rank, world_size)
+    torch.manual_seed(0)
+    mismatch = args.scenario == "ddp_param_mismatch" and rank == args.fault_rank
+    if mismatch:
+        write_truth(args, rank, step=0, seq=next_seq(), action="model with an extra layer")
+    model = Classifier(extra_layer=mismatch, batchnorm=args.scenario == "bn_eval_desync")
+    parallel_model = HandWrittenDataParallel(model) if args.no_ddp else DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(parallel_model.parameters(), lr=0.05)
+    try:
+        run_steps(args, rank, parallel_model, optimizer)
+    except RuntimeError:
+        log.exception("training failed")
+        dump_flight_recorder(rank)
+        raise
+    dump_flight_recorder(rank)
+    log.info("training finished")
+    if args.scenario == "uneven_inputs" and rank == args.fault_rank:
+        write_truth(args, rank, step=args.fault_step - 1, seq=next_seq(), action="left after its last batch")
+        log.info("data exhausted, leaving")
+        return  # exits cleanly; the others are still in step fault_step
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def run_steps(args, rank: int, parallel_model, optimizer) -> None:
+    for step, batch in enumerate(batches(args, rank), start=1):
+        inputs, labels = load_batch(args, rank, step, batch)
+        maybe_crash(args, rank, step)
+        validate_on_fault_rank(args, rank, step, parallel_model)
+        time.sleep(COMPUTE_SECONDS)
+        loss = nn.functional.cross_entropy(parallel_model(inputs), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        if isinstance(parallel_model, HandWrittenDataParallel):
+            parallel_model.average_gradients()
+        optimizer.step()
+        metrics = sync_metrics(args, rank, step, loss, len(labels))
+        log.info("step %d/%d loss %.4f", step, args.steps, (metrics[0] / metrics[1]).item())
+        maybe_checkpoint(args, rank, step, parallel_model)
+
+
+def main() -> None:
+    args = parse_args()
+    (record(train) if args.record else train)(args)
+
+
+if __name__ == "__main__":
+    main()
