@@ -13,6 +13,7 @@ import duckdb
 import pyarrow as pa
 
 from parsers.files import FileResult, parse_sources
+from parsers.slurm import expand_task_ranges
 
 from .discover import Skipped, Source, discover
 from .tables import SCHEMAS, TS
@@ -84,6 +85,8 @@ def _groups(sources: list[Source]) -> Iterable[list[Source]]:
 
 
 def _insert(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    if name == "exits":  # srun names task ranges (`tasks 0,2-3:`): one row per task
+        table = expand_task_ranges(table)
     con.register("_rows", table)
     con.execute(f"insert into {name} select * from _rows")
     con.unregister("_rows")
@@ -126,7 +129,7 @@ def _skipped_row(s: Skipped) -> pa.Table:
 
 
 def tables_of(con: duckdb.DuckDBPyConnection, names: Iterable[str] = SCHEMAS) -> dict[str, pa.Table]:
-    return {name: con.execute(f"select * from {name}").to_arrow_table() for name in names}
+    return {name: con.sql(f"select * from {name}").to_arrow_table() for name in names}
 
 
 def job_id_of(con: duckdb.DuckDBPyConnection, job_dir: Path) -> str:

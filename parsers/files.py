@@ -74,9 +74,13 @@ def _rows_for_tables(df: pl.DataFrame, emitted: list, results: dict[str, "FileRe
 
 def _parse_lines(df: pl.DataFrame, results: dict[str, "FileResult"]) -> None:
     """One engine pass over the lines of one or many files."""
+    from .torchelastic import assemble_child_failed, mark_child_failed  # it registers itself here: import late
     df, emitted = parse_frame(df)
-    df = mark_tracebacks(df)
+    df = mark_child_failed(mark_tracebacks(df))
     _rows_for_tables(df, emitted, results)
+    summary = pl.from_arrow(assemble_child_failed(df))
+    for (path,), part in summary.partition_by("file", as_dict=True).items() if summary.height else ():
+        results[path].add("exits", part.to_arrow())
     events = df.select(EVENT_COLUMNS)
     for (path,), part in events.partition_by("file", as_dict=True).items():
         result = results[path]
@@ -138,3 +142,4 @@ def parse_sources(sources: list[Source]) -> list[FileResult]:
 
 
 from . import flight_recorder  # noqa: E402,F401  (registers the Flight Recorder dump parser)
+from . import kubernetes, slurm, torchelastic  # noqa: E402,F401  (register sacct, scontrol, jobcomp, error.json, pod JSON parsers)

@@ -25,6 +25,7 @@ def run(con: duckdb.DuckDBPyConnection, name: str, **params: str) -> None:
 # The stages of the analysis, in order: (query, table parameters).
 STAGES = (
     ("identity", {}),
+    ("task_is_rank", {}),
     *(("apply_identity", {"table": t}) for t in ("events", "progress", "exits", "collectives", "pg_status", "desync", "mismatches")),
     *(("pg_rank_is_global", {"table": t}) for t in ("collectives", "pg_status")),
     ("world", {}),

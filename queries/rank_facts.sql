@@ -17,6 +17,7 @@ select rank,
        bool_or(reason = 'agent_sigterm' or signal = 15) as terminated,
        bool_or(exit_code = 0 and signal is null) as exited_zero,
        bool_or(exit_code > 0) as exited_error,
+       bool_or(source = 'torchelastic_summary') as listed_failed,
        min(ts) as exit_ts
 from exits where rank is not null group by rank;
 
@@ -33,5 +34,9 @@ select w.rank,
        (select max(total) from progress g where g.rank = w.rank) as total_steps,
        (select max(ts) from progress g where g.rank = w.rank) as last_step_at,
        (select max(ts) from rank_events e where e.rank = w.rank) as last_seen,
-       x.killed_hard, x.crashed_signal, x.terminated, x.exited_zero, x.exited_error, x.exit_ts
+       x.killed_hard, x.crashed_signal, x.terminated, x.exited_zero, x.exited_error, x.exit_ts,
+       -- left on its own terms: exit 0 or a clean communicator teardown
+       coalesce(x.exited_zero, false)
+         or exists (select 1 from events e where e.rank = w.rank and e.kind = 'nccl_destroy' and e.text ilike '%Destroy%')
+         as left_cleanly
 from world w left join rank_exits x using (rank);

@@ -1,0 +1,100 @@
+"""Accuracy over every bundled real sample and a grid of generated NCCL-format jobs: verdict
+kind and culprit ranks must match the truth recorded when the job ran (expected.json)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from correlator.pipeline import analyze
+from correlator.synth import JobSpec, generate_job
+
+SAMPLES = sorted(p.parent for p in Path(__file__).parent.parent.glob("samples/*/expected.json"))
+
+# Real runs whose plain logs cannot name the culprit (gloo prints no sequence numbers, and every
+# rank timed out at the same moment): `unknown` with missing facts is the honest answer there.
+UNDECIDABLE = {
+    "tr-missing_collective-4": "all ranks time out together; no per-rank sequence without DETAIL or FR",
+    "tr-missing_collective-8": "same",
+    "tr-rank0_only_collective-4": "same",
+    "tr-rank0_only_collective-8": "same",
+    "slurm-missing_collective": "same",
+}
+# Known gaps, kept visible (xfail, not skipped): each names what the analysis lacks today.
+KNOWN_GAPS = {
+    "slurm-collective_mismatch": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
+    "slurm-missing_collective_debug_detail": "DETAIL mismatch of a skipped collective read as a mismatch, not a skip",
+    "tr-crash_exception-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
+    "tr-missing_collective-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
+    "tr-rank0_only_collective-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
+    "tr-stalled_rank-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
+    "tr-op_order_mismatch-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
+    "tr-missing_collective-4-fr": "FR seq shift across a skipped all_reduce read as a split, not a skip",
+    "tr-op_order_mismatch-4": "gloo op-order mismatch without DETAIL: no sequence to compare",
+    "tr-uneven_inputs-4": "a clean exit absent from torchrun's failure table is not yet read as an early exit",
+    "tr-uneven_inputs-4-fr": "same",
+    "tr-uneven_inputs-8": "same",
+    "slurm-oom": "OverMemoryKill names no task; sacct MaxRSSTask (the culprit) is not read yet",
+    "slurm-stalled_rank_no_timeout": "no timeout set: every rank is silent until TIME LIMIT; nothing yet tells the stalled one",
+    "tr-bn_eval_desync-4": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
+    "tr-shape_mismatch-4": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
+    "tr-shape_mismatch-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
+    "tr-shape_mismatch-8": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
+    "tr-straggler-4": "no straggler rule yet (per-rank step time comparison)",
+    "tr-straggler-8": "same",
+    "generated stall/torchrun": "no COLL lines: the killed-before-timeout ranks look as silent as the culprit",
+    "generated missing_collective/srun": "opCount shift across a skipped collective read as a split",
+}
+SCORES: list[tuple] = []
+
+
+def _check(name: str, report: dict, truth: dict) -> None:
+    v = report["verdict"]
+    got = (v["kind"], v["culprit_ranks"])
+    want = (truth["kind"], sorted(truth["culprit_ranks"]))
+    if name in UNDECIDABLE and v["kind"] == "unknown":
+        assert v["missing_facts"], "an unknown verdict names what would decide it"
+        SCORES.append((name, "unknown (accepted)", want))
+        return
+    SCORES.append((name, got, want))
+    if name in KNOWN_GAPS and got != want:
+        pytest.xfail(KNOWN_GAPS[name])
+    assert got == want
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.name for s in SAMPLES])
+def test_real_sample(sample):
+    truth = json.loads((sample / "expected.json").read_text())
+    report = analyze(sample / "logs").report
+    _check(sample.name, report, truth)
+    assert report["schema_version"] == 1
+
+
+GRID = [
+    JobSpec(nranks=8, ranks_per_host=4, fault=fault, launcher=launcher, coll_lines=coll, torch_era=era,
+            nccl_version=ver, clock_skew_s=skew, seed=i)
+    for i, (fault, launcher, coll, era, ver, skew) in enumerate([
+        ("none", "torchrun", True, "new", "2.21.5", {}),
+        ("stall", "srun", True, "new", "2.21.5", {"node2": 3.0}),
+        ("stall", "torchrun", False, "new", "2.26.2", {}),
+        ("crash", "srun", False, "old", "2.18.3", {}),
+        ("crash", "kubernetes", True, "new", "2.29.1", {}),
+        ("mismatch", "torchrun", True, "new", "2.21.5", {}),
+        ("missing_collective", "srun", True, "new", "2.21.5", {}),
+        ("exit_early", "torchrun", True, "new", "2.21.5", {}),
+        ("oom", "srun", True, "new", "2.21.5", {}),
+        ("scheduler_timeout", "srun", False, "new", "2.21.5", {}),
+    ])
+]
+
+
+@pytest.mark.parametrize("spec", GRID, ids=[f"{s.fault}-{s.launcher}-{'coll' if s.coll_lines else 'nocoll'}-{s.torch_era}-{s.nccl_version}" for s in GRID])
+def test_generated_job(spec, tmp_path):
+    truth = generate_job(tmp_path, spec)
+    report = analyze(tmp_path / "logs").report
+    _check(f"generated {spec.fault}/{spec.launcher}", report, truth)
+
+
+def test_print_scores():
+    """Prints the score table (run with -s to see it)."""
+    for name, got, want in SCORES:
+        print(f"{'OK ' if got == want or 'accepted' in str(got) else 'BAD'} {name:40} got={got} want={want}")
