@@ -90,6 +90,54 @@ def analyze(
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
+class TableFormat(str, Enum):
+    table = "table"
+    json = "json"
+    parquet = "parquet"
+
+
+@app.command()
+def parse(
+    path: Path = typer.Argument(..., help="A job directory or one log file."),
+    table: str = typer.Option("events", "--table", "-t", help="files, events, collectives, comms, processes, progress, exits, pg_status, desync, mismatches."),
+    format: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table (rich), json (one object per row), parquet (needs --out)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output file (parquet)."),
+    limit: int = typer.Option(50, "--limit", "-n", help="Rows shown by --format table (0: all)."),
+) -> None:
+    """Show the parsed rows of a file or directory.
+
+    Example: correlator parse samples/tr-stalled_rank-4/logs --table progress
+    """
+    from .pipeline import parse_job
+    from .tables import SCHEMAS
+    if table not in SCHEMAS:
+        raise _fail(f"unknown table {table!r}; one of: {', '.join(SCHEMAS)}")
+    job_dir = path if path.is_dir() else path.parent
+    try:
+        parsed = parse_job(job_dir)
+    except InputError as e:
+        raise _fail(str(e))
+    name = path.name.replace("'", "''")
+    where = "" if path.is_dir() else f" where {'path' if table == 'files' else 'file'} = '{name}'"
+    rel = parsed.con.sql(f"select * from {table}{where}")
+    if format is TableFormat.parquet:
+        if not out:
+            raise _fail("--format parquet needs --out FILE")
+        import pyarrow.parquet as pq
+        pq.write_table(rel.to_arrow_table(), out)
+    elif format is TableFormat.json:
+        for row in rel.to_arrow_table().to_pylist():
+            sys.stdout.write(json.dumps(row, default=str) + "\n")
+    else:
+        from rich.console import Console
+        from rich.table import Table
+        from .report.sanitize import clean
+        view = Table(*rel.columns)
+        for row in (rel.limit(limit) if limit else rel).fetchall():
+            view.add_row(*(clean("" if v is None else str(v)) for v in row))
+        Console().print(view)
+
+
 def render(report: dict, fmt: str) -> str:
     if fmt == "json":
         return dumps(report)
