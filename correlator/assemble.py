@@ -97,7 +97,7 @@ def collateral(con, culprits: list[int]) -> list[dict]:
 
 
 def timeline(con) -> list[dict]:
-    rows = _rows(con, f"""select aligned_ts, rank, host, source, kind, text, file, line from aligned_events
+    rows = _rows(con, f"""select aligned_ts, rank, host, source, kind, text, file, line from timeline_events
                           where kind not in {QUIET_KINDS} and (aligned_ts is not null or rank is not null)
                           order by aligned_ts nulls last, file, line limit ?""", [TIMELINE_ROWS])
     return [{"time": iso(r["aligned_ts"]), "rank": r["rank"], "host": r["host"], "source": r["source"],

@@ -138,6 +138,61 @@ def parse(
         Console().print(view)
 
 
+@app.command()
+def formats() -> None:
+    """List the supported log formats, each with a sample line.
+
+    Example: correlator formats
+    """
+    from parsers.spec import registry
+    from .report.sanitize import clean
+    for spec in registry():
+        typer.echo(f"{spec.layer:8} {spec.source:14} {spec.name:32} {clean(spec.samples[0].line)[:110]}")
+
+
+@app.command()
+def timeline(
+    job_dir: Path = typer.Argument(..., help="The job's log directory."),
+    rank: Optional[list[int]] = typer.Option(None, "--rank", "-r", help="Only these global ranks (repeatable)."),
+    around: Optional[str] = typer.Option(None, "--around", help="Centre time (ISO, aligned, UTC), e.g. 2026-11-29T22:05:42."),
+    window: float = typer.Option(30.0, "--window", "-w", help="Seconds either side of --around."),
+    everything: bool = typer.Option(False, "--all", "-a", help="Every line, also unrecognised and bulk ones (frames, COLL lines)."),
+    limit: int = typer.Option(500, "--limit", "-n", help="At most this many lines (0: all)."),
+) -> None:
+    """The merged, clock-aligned timeline of every source, rank-aware.
+
+    Example: correlator timeline samples/tr-stalled_rank-4/logs --rank 2 --around 2026-11-29T22:05:42 --window 30
+    """
+    import queries
+    from .assemble import QUIET_KINDS, iso
+    from .pipeline import parse_job
+    from .report.sanitize import clean
+    try:
+        parsed = parse_job(job_dir)
+    except InputError as e:
+        raise _fail(str(e))
+    queries.run_all(parsed.con)
+    where, params = ["aligned_ts is not null"], []
+    if not everything:
+        where.append(f"kind not in {QUIET_KINDS}")
+    if rank:
+        where.append("rank in (select unnest(?::bigint[]))")
+        params.append(rank)
+    if around:
+        where.append("aligned_ts between ?::timestamptz - to_microseconds(?) and ?::timestamptz + to_microseconds(?)")
+        micros = int(window * 1e6)
+        params += [around + ("" if around.endswith("Z") else "Z"), micros, around + ("" if around.endswith("Z") else "Z"), micros]
+    sql = (f"select aligned_ts, rank, host, kind, file, line, text from timeline_events where {' and '.join(where)} "
+           f"order by aligned_ts, file, line" + (f" limit {int(limit)}" if limit else ""))
+    try:
+        rows = parsed.con.execute(sql, params).fetchall()
+    except Exception as e:  # a malformed --around
+        raise _fail(f"bad --around value: {e}".splitlines()[0])
+    for ts, r, host, kind, file, line, text in rows:
+        who = f"rank {r}" if r is not None else "-"
+        typer.echo(f"{iso(ts)}  {who:>9}  {clean(host or '-'):12}  {kind:24}  {clean(file)}:{line}  {clean(text)[:200]}")
+
+
 def render(report: dict, fmt: str) -> str:
     if fmt == "json":
         return dumps(report)

@@ -71,6 +71,7 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "has_progress": _one(con, "select count(*) > 0 from progress"),
         "has_exits": _one(con, "select count(*) > 0 from exits"),
         "ranks_seen": _one(con, "select count(*) from world"),
+        "straggler_lag": _one(con, "select round(max(lag_ms)) from straggler_ranks"),
     }
     f["norm_note"] = f"the others have {f['norm']}" if f["norm"] else "see evidence"
     return f

@@ -16,7 +16,7 @@ from correlator.discover import Source, read_head, sniff
 from correlator.tables import conform
 
 from .engine import FileContext, frame, parse_frame
-from .multiline import mark_tracebacks
+from .multiline import carry_time, mark_tracebacks
 from .reader import ReadStats, iter_batches
 
 EVENT_COLUMNS = ("file", "line", "host", "pid", "rank", "local_rank", "source", "kind", "level",
@@ -76,7 +76,7 @@ def _parse_lines(df: pl.DataFrame, results: dict[str, "FileResult"]) -> None:
     """One engine pass over the lines of one or many files."""
     from .torchelastic import assemble_child_failed, mark_child_failed  # it registers itself here: import late
     df, emitted = parse_frame(df)
-    df = mark_child_failed(mark_tracebacks(df))
+    df = carry_time(mark_child_failed(mark_tracebacks(df)))
     _rows_for_tables(df, emitted, results)
     summary = pl.from_arrow(assemble_child_failed(df))
     for (path,), part in summary.partition_by("file", as_dict=True).items() if summary.height else ():

@@ -50,3 +50,16 @@ def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("text")),
         source=pl.when(exc | frame | start).then(pl.lit("python")).otherwise(pl.col("source")),
     ).drop("_stream", "_block", "_ends", "_where")
+
+
+def carry_time(df: pl.DataFrame) -> pl.DataFrame:
+    """Lines without a time of their own (traceback lines, C++ frames, bare NCCL lines) take the
+    time of the last timed line of the same stream, flagged `carried` in ts_inferred."""
+    stream = [pl.col("file"), pl.coalesce(pl.col("tee_local_rank").cast(pl.String), pl.col("task").cast(pl.String),
+                                           pl.col("rank").cast(pl.String), pl.col("pod"), pl.lit(""))]
+    carried = pl.col("ts").forward_fill().over(stream, order_by="line")
+    return df.with_columns(
+        ts_inferred=pl.when(pl.col("ts").is_null() & carried.is_not_null())
+        .then(pl.lit("carried")).otherwise(pl.col("ts_inferred")),
+        ts=carried,
+    )

@@ -35,6 +35,7 @@ STAGES = (
     ("mismatch_votes", {}),
     ("rank_facts", {}),
     ("clock_offsets", {}),
+    ("stragglers", {}),
     ("collateral", {}),
 )
 

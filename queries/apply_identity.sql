@@ -4,3 +4,7 @@ update {table} t set rank = coalesce(
     (select rank from rank_by_local l where l.local_rank = t.local_rank),
     (select rank from rank_by_file f where f.file = t.file))
 where t.rank is null;
+
+-- A rank's host, where the rank's own start-up line or process named it.
+update {table} t set host = (select any_value(host) from processes p where p.rank = t.rank and p.host is not null)
+where t.host is null and t.rank is not null;

@@ -23,3 +23,10 @@ group by h.host;
 create or replace temp view aligned_events as
 select e.*, e.ts - to_milliseconds(cast(coalesce(o.offset_ms, 0) as bigint)) as aligned_ts
 from events e left join clock_offsets o using (host);
+
+-- The same line seen twice (torchrun tees each rank's lines into the console and its own file):
+-- keep one, preferring the file that speaks for a single rank.
+create or replace temp view timeline_events as
+select * from aligned_events
+qualify row_number() over (partition by rank, kind, text, aligned_ts
+                           order by (file in (select file from rank_by_file)) desc, file, line) = 1;

@@ -38,5 +38,8 @@ select w.rank,
        -- left on its own terms: exit 0 or a clean communicator teardown
        coalesce(x.exited_zero, false)
          or exists (select 1 from events e where e.rank = w.rank and e.kind = 'nccl_destroy' and e.text ilike '%Destroy%')
-         as left_cleanly
+         as left_cleanly,
+       -- torchrun's failure summary lists every failed worker: a rank missing from it did not fail
+       exists (select 1 from exits where source = 'torchelastic_summary') and not coalesce(x.listed_failed, false)
+         as absent_from_summary
 from world w left join rank_exits x using (rank);
