@@ -9,18 +9,45 @@ create or replace temp table seq_groups as
 select pg, counter, seq, op, numel, dtype, list(rank order by rank) as ranks, count(*) as n
 from issued group by pg, counter, seq, op, numel, dtype;
 
-create or replace temp table divergence as
-with members as (
-    select pg, counter, count(distinct rank) as ranks from issued group by pg, counter
-), split as (  -- seqs where ranks issued different things
+create or replace temp table divergence_all as
+with split as (  -- seqs where ranks issued different things
     select pg, counter, seq from seq_groups group by pg, counter, seq having count(*) > 1
-), missing as (  -- seqs some ranks never issued although they issued later ones or others went on
-    select i.pg, i.counter, i.seq from issued i join members m using (pg, counter)
-    group by i.pg, i.counter, i.seq, m.ranks
-    having count(distinct i.rank) < m.ranks and m.ranks >= 2
-)
-select pg, counter, min(seq) as seq, bool_or(kind = 'split') as split from (
+), behind as (  -- the seq after the lowest last seq, when some ranks went further
+    select pg, counter, min(last_seq) + 1 as seq from last_seq
+    group by pg, counter having max(last_seq) > min(last_seq)
+), silent as (  -- ranks of the world with no row at all in the default PG: the seq the others waited in
+    select pg, counter, min(seq) as seq from seq_rows
+    where pg = '0' and state = 'timeout'
+      and exists (select 1 from world w where w.rank not in (select rank from last_seq l where l.pg = '0'))
+    group by pg, counter
+), missing as (select * from behind union all select * from silent)
+select pg, counter, min(seq) as seq, arg_min(kind = 'split', seq) as split from (
     select *, 'split' as kind from split union all select *, 'missing' from missing
-) group by pg, counter
-order by case counter when 'pg_seq' then 0 when 'fr_seq' then 1 when 'detail_seq' then 2 else 3 end, seq
+) group by pg, counter;
+
+-- The one to report: a disagreement on what was issued says more than a rank missing; then
+-- PyTorch's SeqNum first, then Flight Recorder, DETAIL, NCCL opCount.
+create or replace temp table divergence as
+select * from divergence_all
+order by split desc, case counter when 'pg_seq' then 0 when 'fr_seq' then 1 when 'detail_seq' then 2 else 3 end, seq
 limit 1;
+
+-- A collective issued by only some ranks shifts every later seq on them: at the first split,
+-- one group's op (with size and dtype) is the other group's op at the next seq.
+create or replace temp table shifted as
+with g as (
+    select s.*, d.seq as dseq,
+           row_number() over (partition by s.pg, s.counter order by s.n, s.ranks) as small,
+           row_number() over (partition by s.pg, s.counter order by s.n desc, s.ranks) as big,
+           count(*) over (partition by s.pg, s.counter) as groups
+    from seq_groups s join divergence_all d using (pg, counter, seq) where d.split
+), mi as (select * from g where small = 1 and groups = 2),
+   ma as (select * from g where big = 1 and groups = 2)
+select mi.pg, mi.counter, mi.seq, unnest(mi.ranks) as rank
+from mi join ma using (pg, counter, seq)
+where exists (select 1 from seq_groups s where s.pg = mi.pg and s.counter = mi.counter and s.seq = mi.seq + 1
+                and list_has_all(s.ranks, ma.ranks) and s.op = mi.op
+                and s.numel is not distinct from mi.numel and s.dtype is not distinct from mi.dtype)
+   or exists (select 1 from seq_groups s where s.pg = mi.pg and s.counter = mi.counter and s.seq = mi.seq + 1
+                and list_has_all(s.ranks, mi.ranks) and s.op = ma.op
+                and s.numel is not distinct from ma.numel and s.dtype is not distinct from ma.dtype);

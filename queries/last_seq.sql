@@ -8,7 +8,7 @@ select c.rank, c.host, coalesce(c.pg, '0') as pg, c.counter,
        c.op, c.numel_in, c.dtype, c.state, c.ts, c.file, c.line
 from collectives c where c.counter <> 'nccl_opcount' and c.rank is not null
 union all
-select c.rank, c.host, coalesce(m.comm_id, c.comm) as pg, c.counter, c.seq, c.op, c.numel_in, c.dtype,
+select c.rank, c.host, coalesce(m.comm_id, c.comm_id, c.pg, c.comm) as pg, c.counter, c.seq, c.op, c.numel_in, c.dtype,
        c.state, c.ts, c.file, c.line
 from collectives c left join comms m on m.host = c.host and m.pid = c.pid and m.comm = c.comm and m.phase = 'COMPLETE'
 where c.counter = 'nccl_opcount' and c.rank is not null

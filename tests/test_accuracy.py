@@ -30,19 +30,15 @@ KNOWN_GAPS = {
     "tr-op_order_mismatch-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
     "tr-missing_collective-4-fr": "FR seq shift across a skipped all_reduce read as a split, not a skip",
     "tr-op_order_mismatch-4": "gloo op-order mismatch without DETAIL: no sequence to compare",
-    "tr-uneven_inputs-4": "a clean exit absent from torchrun's failure table is not yet read as an early exit",
-    "tr-uneven_inputs-4-fr": "same",
-    "tr-uneven_inputs-8": "same",
     "slurm-oom": "OverMemoryKill names no task; sacct MaxRSSTask (the culprit) is not read yet",
     "slurm-stalled_rank_no_timeout": "no timeout set: every rank is silent until TIME LIMIT; nothing yet tells the stalled one",
     "tr-bn_eval_desync-4": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
     "tr-shape_mismatch-4": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
     "tr-shape_mismatch-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
     "tr-shape_mismatch-8": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
-    "tr-straggler-4": "no straggler rule yet (per-rank step time comparison)",
+    "tr-straggler-4": "step lines are logged after the all-reduce, the same moment on every rank: no per-rank lag to see",
     "tr-straggler-8": "same",
     "generated stall/torchrun": "no COLL lines: the killed-before-timeout ranks look as silent as the culprit",
-    "generated missing_collective/srun": "opCount shift across a skipped collective read as a split",
 }
 SCORES: list[tuple] = []
 

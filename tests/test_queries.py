@@ -1,0 +1,104 @@
+"""Each query of queries/ on a tiny hand-made table (dbt style): the rows in, the answer out."""
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import queries
+from correlator.pipeline import analyze, create_tables
+from correlator.synth import JobSpec, generate_job
+
+
+@pytest.fixture
+def con():
+    c = duckdb.connect()
+    create_tables(c)
+    return c
+
+
+def _collectives(con, rows):
+    """rows: (rank, pg, counter, seq, op, numel, state)"""
+    for rank, pg, counter, seq, op, numel, state in rows:
+        con.execute("insert into collectives (file, line, rank, pg, counter, seq, op, numel_in, state) "
+                    "values ('f', 1, ?, ?, ?, ?, ?, ?, ?)", [rank, pg, counter, seq, op, numel, state])
+
+
+def test_identity_links_pid_and_local_rank(con):
+    con.execute("insert into processes (file, line, host, pid, rank, local_rank) values ('a', 1, 'n1', 10, 5, 1)")
+    con.execute("insert into events (file, line, host, pid, kind) values ('nccl.log', 1, 'n1', 10, 'nccl')")
+    con.execute("insert into events (file, line, local_rank, kind) values ('r1.log', 1, 1, 'other')")
+    queries.run_all(con)
+    assert con.execute("select file, rank from events order by file").fetchall() == [("nccl.log", 5), ("r1.log", 5)]
+
+
+def test_first_stalled_is_the_rank_behind(con):
+    _collectives(con, [(r, "0", "pg_seq", 42, "ALLREDUCE", 8, "timeout") for r in (0, 1, 3)]
+                 + [(2, "0", "pg_seq", 41, "ALLREDUCE", 8, "issued")])
+    queries.run_all(con)
+    assert con.execute("select rank, last_seq from first_stalled").fetchall() == [(2, 41)]
+    assert con.execute("select seq, split from divergence").fetchall() == [(42, False)]
+
+
+def test_counters_stay_apart(con):
+    # DETAIL counts from 0: its 41 is SeqNum 42, and NCCL opCounts are not SeqNums at all.
+    _collectives(con, [(0, "0", "detail_seq", 41, "ALLREDUCE", 8, "issued"), (1, "0", "pg_seq", 42, "ALLREDUCE", 8, "issued"),
+                       (0, "c0ffee", "nccl_opcount", 7, "ALLREDUCE", 8, "issued")])
+    queries.run_all(con)
+    rows = con.execute("select pg, counter, rank, last_seq from last_seq order by counter").fetchall()
+    assert rows == [("0", "detail_seq", 0, 42), ("c0ffee", "nccl_opcount", 0, 7), ("0", "pg_seq", 1, 42)]
+
+
+def test_size_split_and_shift(con):
+    # rank 2 skipped seq 5 (a small ALLREDUCE): its 5 is everyone else's 6.
+    seqs = {5: ("ALLREDUCE", 2), 6: ("BROADCAST", 100), 7: ("ALLREDUCE", 1000)}
+    rows = [(r, "0", "pg_seq", s, *seqs[s], "issued") for r in (0, 1, 3) for s in (5, 6, 7)]
+    rows += [(2, "0", "pg_seq", 5, *seqs[6], "issued"), (2, "0", "pg_seq", 6, *seqs[7], "issued")]
+    _collectives(con, rows)
+    queries.run_all(con)
+    assert con.execute("select seq, split from divergence").fetchall() == [(5, True)]
+    assert con.execute("select rank from shifted").fetchall() == [(2,)]
+
+
+def test_mismatch_majority_vote(con):
+    for a, na, b, nb in [(0, 6, 3, 8), (1, 6, 3, 8), (3, 8, 0, 6)]:
+        con.execute("insert into mismatches (file, line, what, rank_a, n_a, rank_b, n_b) values ('f', 1, 'ddp_params', ?, ?, ?, ?)",
+                    [a, na, b, nb])
+    queries.run_all(con)
+    assert con.execute("select rank, value, norm from mismatch_minority").fetchall() == [(3, "8", "6")]
+
+
+def test_mismatch_between_two_ranks_names_nobody(con):
+    con.execute("insert into mismatches (file, line, what, rank_a, n_a, rank_b, n_b) values ('f', 1, 'ddp_params', 0, 6, 1, 8)")
+    queries.run_all(con)
+    assert con.execute("select count(*) from mismatch_minority").fetchone() == (0,)
+
+
+def test_clock_offsets_from_matched_steps(con):
+    for host, skew_ms in (("n1", 0), ("n2", 2500)):
+        for step in range(1, 6):
+            con.execute("insert into progress (file, line, host, rank, step, ts) values "
+                        "('f', 1, ?, ?, ?, timestamptz '2026-11-29 10:00:00+00' + to_milliseconds(?))",
+                        [host, 0 if host == "n1" else 4, step, step * 1000 + skew_ms])
+    queries.run_all(con)
+    assert con.execute("select host, offset_ms from clock_offsets").fetchall() == [("n2", 2500.0)]
+
+
+def test_straggler_lags_every_step(con):
+    for rank in range(4):
+        for step in range(1, 7):
+            lag = 400 if rank == 2 else 0
+            con.execute("insert into progress (file, line, host, rank, step, ts) values "
+                        "('f', 1, 'n1', ?, ?, timestamptz '2026-11-29 10:00:00+00' + to_milliseconds(?))",
+                        [rank, step, step * 1000 + lag + rank])
+    queries.run_all(con)
+    assert [r[0] for r in con.execute("select rank from straggler_ranks").fetchall()] == [2]
+
+
+@pytest.mark.parametrize("launcher,host,skew", [("srun", "node2", 4.0), ("torchrun", "gpu-002", -3.0)])
+def test_injected_skew_is_recovered(tmp_path, launcher, host, skew):
+    truth = generate_job(tmp_path, JobSpec(nranks=8, ranks_per_host=4, fault="stall", launcher=launcher,
+                                           clock_skew_s={host: skew}, seed=3))
+    report = analyze(tmp_path / "logs").report
+    offset = report["clock"]["offsets_ms"][host]
+    assert abs(offset - skew * 1000) <= report["clock"]["uncertainty_ms"][host]
+    assert report["verdict"]["culprit_ranks"] == truth["culprit_ranks"]
