@@ -1,7 +1,8 @@
 """torchelastic beyond single lines: the ChildFailedError table the agent prints when a worker
 fails, and the per-worker `error.json` written by `@record`.
 
-The table's lines are recognised one by one by formats/torchelastic.toml (cfe_*); here they are
+The table's lines are recognised one by one by formats/torchelastic.toml (kind
+`torchelastic_summary`); here they are
 assembled into one `exits` row per entry (source `torchelastic_summary`, reason `root_cause` or
 `failure`). torchrun's "Root Cause" is the entry with the smallest error-file timestamp (or the
 lowest rank when there is none): it is a claim to weigh, not the cause (formats.md §2.7, §8).
@@ -20,8 +21,8 @@ from .files import FileResult, WholeFileParser, register
 from . import slurm  # module, not names: files.py imports these modules while slurm may be half-loaded
 from .spec import by_name
 
-CFE_KINDS = ("cfe_border", "cfe_title", "cfe_section", "cfe_index", "cfe_field")
-CFE_BODY = "cfe_traceback"          # a traceback line inside an entry (kind set by mark_child_failed)
+CFE_KIND = "torchelastic_summary"                 # a line of the table's own layout
+CFE_BODY = "torchelastic_summary_traceback"       # a traceback line inside an entry (mark_child_failed)
 CFE_TIME = "%Y-%m-%d_%H:%M:%S"      # datetime.isoformat(sep="_"), local, no zone
 _STREAM = ("file", "host", "rank")  # one agent's output: tables of different agents interleave
 
@@ -30,28 +31,37 @@ def _stream_key(df: pl.DataFrame) -> list[pl.Expr]:
     return [pl.col(c) for c in _STREAM if c in df.columns]
 
 
+def _layout(pattern: str) -> pl.Expr:
+    """A table layout line of this shape (title, `[i]:`, border)."""
+    return (pl.col("kind") == CFE_KIND) & pl.col("text").str.contains(pattern)
+
+
+def _has_table(df: pl.DataFrame) -> bool:
+    return not df.is_empty() and df.select(_layout(r"^\S+ FAILED$").any()).item()
+
+
 def _table_frame(df: pl.DataFrame) -> pl.DataFrame:
     """Per line of the table: `_block` (one per `... FAILED` title, per stream), `_entry` (`[i]:`
     count in the block), `_section`, and `_in_table` (from the title up to the closing `====`)."""
     stream = _stream_key(df)
-    title = pl.col("kind") == "cfe_title"
-    section_of = (pl.when(pl.col("text").str.starts_with("Root Cause")).then(pl.lit("root_cause"))
-                  .when(pl.col("text") == "Failures:").then(pl.lit("failure"))
+    title = _layout(r"^\S+ FAILED$")
+    section_of = (pl.when(_layout(r"^Root Cause")).then(pl.lit("root_cause"))
+                  .when(_layout(r"^Failures:$")).then(pl.lit("failure"))
                   .when(title).then(pl.lit("")))
-    closing = (pl.col("kind") == "cfe_border") & pl.col("text").str.starts_with("=")
+    closing = _layout(r"^={20,}$")
     work = df.with_columns(_block=title.cast(pl.Int64).cum_sum().over(stream, order_by="line"))
     block = [*stream, pl.col("_block")]
     return work.with_columns(
-        _entry=(pl.col("kind") == "cfe_index").cast(pl.Int64).cum_sum().over(block, order_by="line"),
+        _entry=_layout(r"^\[\d+\]:$").cast(pl.Int64).cum_sum().over(block, order_by="line"),
         _section=section_of.forward_fill().over(block, order_by="line"),
         _in_table=(pl.col("_block") > 0) & (closing.cast(pl.Int64).cum_sum().over(block, order_by="line") == 0),
     )
 
 
 def mark_child_failed(df: pl.DataFrame) -> pl.DataFrame:
-    """Give the traceback lines inside the table's entries (indented, no format of their own)
-    the kind `cfe_traceback`, so they are not `other`. Works on the per-line frame or `events`."""
-    if not df.select((pl.col("kind") == "cfe_title").any()).item():
+    """Give the traceback lines inside the table's entries (indented, no format of their own) the
+    kind `torchelastic_summary_traceback`, so they are not `other`. On the per-line frame or `events`."""
+    if not _has_table(df):
         return df
     work = _table_frame(df)
     body = pl.col("_in_table") & (pl.col("_entry") > 0) & (pl.col("kind") == "other")
@@ -68,18 +78,19 @@ def assemble_child_failed(events: pl.DataFrame) -> pa.Table:
     Row: file/line of the `[i]:` line, host, pid, rank (global), local_rank, exit_code or signal
     (negative exitcode), reason root_cause|failure, ts from `time` (local time taken as UTC),
     text = the entry's exception line (or its `traceback :` value: a signal, a docs link)."""
-    if events.is_empty() or not events.select((pl.col("kind") == "cfe_title").any()).item():
+    if not _has_table(events):
         return empty("exits")
     work = _table_frame(events).filter(pl.col("_in_table") & (pl.col("_entry") > 0))
-    field = work.select(pl.col("text").str.extract_groups(by_name("cfe_field").regex)).to_series().struct.unnest()
-    work = work.with_columns(_field=field["field"], _value=field["value"])
+    layout = pl.when(pl.col("kind") == CFE_KIND).then(pl.col("text"))
+    field = work.select(layout.str.extract_groups(by_name(CFE_KIND).regex)).to_series().struct.unnest()
+    work = work.with_columns(_field=field["field"], _value=field["value"], _entry_line=field["entry"].is_not_null())
     has_traceback = (pl.col("_field") == "traceback").fill_null(False).cast(pl.Int64).cum_sum()
     entry = [*_stream_key(events), pl.col("_block"), pl.col("_entry")]
-    body = ~pl.col("kind").is_in(CFE_KINDS) & (pl.col("text").str.strip_chars() != "")
+    body = (pl.col("kind") != CFE_KIND) & (pl.col("text").str.strip_chars() != "")
     work = work.with_columns(_after_tb=has_traceback.over(entry, order_by="line") > 0)
     value = lambda name: pl.col("_value").filter(pl.col("_field") == name).first()  # noqa: E731
     entries = work.sort("line").group_by(entry, maintain_order=True).agg(
-        line=pl.col("line").filter(pl.col("kind") == "cfe_index").first(),
+        line=pl.col("line").filter("_entry_line").first(),
         reason=pl.col("_section").first(),
         time=value("time"), entry_host=value("host"), rank_text=value("rank"), exit_text=value("exitcode"),
         traceback=value("traceback"),
