@@ -65,22 +65,22 @@ def allocate_until_killed():
         time.sleep(0.2)
 
 
-def sync_gradients(grad, collectives, fault):
-    """This step's gradient allreduce, or the injected fault in its place (names kept neutral: they show in stacks)."""
-    if fault == "exception":
+def sync_gradients(grad, collectives, mode):
+    """This step's gradient allreduce, or the injected fault (`mode`) in its place; names stay neutral because they show in tracebacks."""
+    if mode == "exception":
         raise RuntimeError("corrupt batch: label index 1187 out of range for 1000 classes")
-    if fault == "segfault":
+    if mode == "segfault":
         ctypes.string_at(0)  # reads address 0: SIGSEGV in the interpreter, no Python traceback
-    if fault == "sigkill":
+    if mode == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
-    if fault == "oom":
+    if mode == "oom":
         allocate_until_killed()
-    if fault == "stall":
+    if mode == "stall":
         while True:  # e.g. a dataloader worker deadlock: alive, silent, never reaches the allreduce
             time.sleep(3600)
-    if fault == "skip_allreduce":
+    if mode == "skip_allreduce":
         return  # e.g. a rank-dependent branch that skips gradient sync for this step
-    if fault == "wrong_numel":
+    if mode == "wrong_numel":
         collectives.all_reduce(torch.cat([grad, grad]))  # a bucket of a different size
         return
     collectives.all_reduce(grad)
@@ -113,10 +113,10 @@ def main():
     for step in range(1, args.steps + 1):
         time.sleep(args.step_seconds)
         grad = torch.randn(GRAD_NUMEL) * 0.01 + weights * 1e-3
-        fault = args.fault if rank == args.fault_rank and step == args.fault_step else "none"
-        if fault != "none":  # nothing logged: a real fault does not announce itself
-            record_truth(rank, host, fault, step, collectives.seq + 1)
-        sync_gradients(grad, collectives, fault)
+        mode = args.fault if rank == args.fault_rank and step == args.fault_step else "none"
+        if mode != "none":  # nothing logged: a real fault does not announce itself
+            record_truth(rank, host, mode, step, collectives.seq + 1)
+        sync_gradients(grad, collectives, mode)
         weights -= 0.1 * grad / world_size
         loss = torch.tensor([float(weights.pow(2).mean())])
         collectives.all_reduce(loss)

@@ -7,11 +7,6 @@ import json
 import os
 from pathlib import Path
 
-# Faults where ranks' collective sequences verifiably part: the culprit issues something else
-# (or nothing, while alive) at the recorded seq. Crashes are left null: the dead rank issues nothing.
-DIVERGING_KINDS = {"missing_collective", "collective_mismatch", "rank_stalled"}
-
-
 def fault_records():
     truth_dir = Path(os.environ["TRUTH_DIR"])
     return [json.loads(p.read_text()) for p in sorted(truth_dir.glob("fault-rank*.json"))]
@@ -30,9 +25,9 @@ def accounting_summary():
 def main():
     kind = os.environ["KIND"]
     faults = fault_records()
-    divergence = None
-    if kind in DIVERGING_KINDS and faults:
-        divergence = {"pg": "0", "seq": faults[0]["seq"]}
+    # every injected fault replaces the culprit's gradient allreduce: the others issue seq N, it does not
+    # (or issues a different one); train.py counts collectives on the default PG the way PyTorch's SeqNum does
+    divergence = {"pg": "0", "seq": faults[0]["seq"]} if faults else None
     injected = ", ".join(f"--fault {f['fault']} on rank {f['rank']} ({f['host']}) at step {f['step']}, collective seq {f['seq']}" for f in faults)
     expected = {
         "scenario": os.environ["SCENARIO"],
