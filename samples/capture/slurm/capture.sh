@@ -15,6 +15,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../../.." && pwd)"
 SLURM_LOCAL="${SLURM_LOCAL:-/work/shared/tools/slurm_local.sh}"
 SLURM_LOG="${SLURM_LOCAL_DIR:-/tmp/slurm-local}/log"
+SLURMCTLD_PID="${SLURM_LOCAL_DIR:-/tmp/slurm-local}/run/slurmctld.pid"
 PYTHON="${TRAIN_PYTHON:-/work/torchenv/bin/python}"
 WORK="${CAPTURE_WORK:-/tmp/slurm-capture}"
 SACCT_FORMAT=JobID,JobName,State,ExitCode,DerivedExitCode,Start,End,NodeList,MaxRSS,MaxRSSTask,MaxRSSNode
@@ -65,7 +66,7 @@ define_scenario() {
   esac
 }
 
-write_batch_script() { # write_batch_script <file>
+write_batch_script() { # write_batch_script <file> <truth dir>
   cat >"$1" <<EOF
 #!/bin/bash
 export MASTER_ADDR=127.0.0.1 MASTER_PORT=\$((20000 + SLURM_JOB_ID % 20000))
@@ -126,13 +127,16 @@ run_scenario() {
   sacct --parsable2 -j "$job" --format="$SACCT_FORMAT" >"$jobdir/sacct-early.txt"
 }
 
-sacct_all() { local name; for name in "$@"; do
-  sacct --parsable2 -j "$(cat "$WORK/$name/jobid")" --format="$SACCT_FORMAT"; done; }
+sacct_all() { # sacct_all <scenario...>
+  local name
+  for name in "$@"; do sacct --parsable2 -j "$(cat "$WORK/$name/jobid")" --format="$SACCT_FORMAT"; done
+}
 
-settle_accounting() { # restart slurmctld so it re-sends final job records, then wait until sacct is stable
+# restart slurmctld so it re-sends the final job records, then wait until sacct is stable
+settle_accounting() {
   log "restarting slurmctld to flush final job records to slurmdbd"
   scontrol shutdown slurmctld
-  while [ -f "${SLURM_LOCAL_DIR:-/tmp/slurm-local}/run/slurmctld.pid" ] && kill -0 "$(cat "${SLURM_LOCAL_DIR:-/tmp/slurm-local}/run/slurmctld.pid")" 2>/dev/null; do sleep 0.5; done
+  while [ -f "$SLURMCTLD_PID" ] && kill -0 "$(cat "$SLURMCTLD_PID")" 2>/dev/null; do sleep 0.5; done
   "$SLURM_LOCAL" start >/dev/null
   local before after=""
   before=$(sacct_all "$@")
