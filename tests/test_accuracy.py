@@ -38,7 +38,7 @@ KNOWN_GAPS = {
     "tr-shape_mismatch-8": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
     "tr-straggler-4": "step lines are logged after the all-reduce, the same moment on every rank: no per-rank lag to see",
     "tr-straggler-8": "same",
-    "generated stall/torchrun": "no COLL lines: the killed-before-timeout ranks look as silent as the culprit",
+    "generated stall-torchrun-nocoll-new-2.26.2": "no COLL lines: the killed-before-timeout ranks look as silent as the culprit",
 }
 SCORES: list[tuple] = []
 
@@ -67,27 +67,47 @@ def test_real_sample(sample):
 
 GRID = [
     JobSpec(nranks=8, ranks_per_host=4, fault=fault, launcher=launcher, coll_lines=coll, torch_era=era,
-            nccl_version=ver, clock_skew_s=skew, seed=i)
-    for i, (fault, launcher, coll, era, ver, skew) in enumerate([
-        ("none", "torchrun", True, "new", "2.21.5", {}),
-        ("stall", "srun", True, "new", "2.21.5", {"node2": 3.0}),
-        ("stall", "torchrun", False, "new", "2.26.2", {}),
-        ("crash", "srun", False, "old", "2.18.3", {}),
-        ("crash", "kubernetes", True, "new", "2.29.1", {}),
-        ("mismatch", "torchrun", True, "new", "2.21.5", {}),
-        ("missing_collective", "srun", True, "new", "2.21.5", {}),
-        ("exit_early", "torchrun", True, "new", "2.21.5", {}),
-        ("oom", "srun", True, "new", "2.21.5", {}),
-        ("scheduler_timeout", "srun", False, "new", "2.21.5", {}),
+            nccl_version=ver, clock_skew_s=skew, n_pgs=pgs, seed=i, **extra)
+    for i, (fault, launcher, coll, era, ver, skew, pgs, extra) in enumerate([
+        ("none", "torchrun", True, "new", "2.21.5", {}, 0, {}),
+        ("none", "kubernetes", False, "new", "2.29.1", {}, 2, {}),
+        ("stall", "srun", True, "new", "2.21.5", {"node2": 3.0}, 0, {}),
+        ("stall", "torchrun", False, "new", "2.26.2", {}, 0, {}),
+        ("stall", "srun", True, "old", "2.18.3", {}, 2, {}),
+        ("stall", "kubernetes", True, "new", "2.29.1", {}, 0, {"desync_debug": True}),
+        ("stall", "srun", True, "new", "2.21.5", {}, 0, {"truncate_culprit_log": True}),
+        ("stall", "torchrun", True, "new", "2.21.5", {}, 0, {"drop_culprit_log": True}),
+        ("crash", "srun", False, "old", "2.18.3", {}, 0, {}),
+        ("crash", "kubernetes", True, "new", "2.29.1", {}, 0, {}),
+        ("crash", "torchrun", True, "new", "2.26.2", {"gpu-002": -2.0}, 2, {}),
+        ("oom", "srun", True, "new", "2.21.5", {}, 0, {}),
+        ("exit_early", "torchrun", True, "new", "2.21.5", {}, 0, {}),
+        ("exit_early", "srun", False, "new", "2.26.2", {}, 0, {}),
+        ("missing_collective", "srun", True, "new", "2.21.5", {}, 0, {}),
+        ("missing_collective", "torchrun", True, "new", "2.29.1", {}, 2, {}),
+        ("mismatch", "torchrun", True, "new", "2.21.5", {}, 0, {}),
+        ("mismatch", "srun", True, "new", "2.26.2", {}, 0, {"mismatch_kind": "dtype"}),
+        ("transport", "srun", True, "new", "2.26.2", {}, 0, {}),
+        ("transport", "torchrun", False, "new", "2.21.5", {}, 0, {}),
+        ("init_failure", "srun", False, "new", "2.21.5", {}, 0, {}),
+        ("init_failure", "torchrun", False, "new", "2.29.1", {}, 0, {}),
+        ("scheduler_timeout", "srun", False, "new", "2.21.5", {}, 0, {}),
+        ("straggler", "torchrun", True, "new", "2.21.5", {}, 0, {}),
+        ("straggler", "srun", False, "new", "2.26.2", {"node2": 1.5}, 0, {}),
     ])
 ]
 
 
-@pytest.mark.parametrize("spec", GRID, ids=[f"{s.fault}-{s.launcher}-{'coll' if s.coll_lines else 'nocoll'}-{s.torch_era}-{s.nccl_version}" for s in GRID])
+def _grid_id(s: JobSpec) -> str:
+    flags = [k for k in ("desync_debug", "truncate_culprit_log", "drop_culprit_log") if getattr(s, k)]
+    return "-".join([s.fault, s.launcher, "coll" if s.coll_lines else "nocoll", s.torch_era, s.nccl_version, *flags])
+
+
+@pytest.mark.parametrize("spec", GRID, ids=[_grid_id(s) for s in GRID])
 def test_generated_job(spec, tmp_path):
     truth = generate_job(tmp_path, spec)
     report = analyze(tmp_path / "logs").report
-    _check(f"generated {spec.fault}/{spec.launcher}", report, truth)
+    _check(f"generated {_grid_id(spec)}", report, truth)
 
 
 def test_print_scores():
