@@ -20,6 +20,10 @@ import zstandard
 SNIFF_BYTES = 8192
 # A log may contain a few NUL or control bytes; a file where they are common is not a log.
 BINARY_SHARE = 0.30
+# Random or compressed bytes have ~10% control bytes and ~45% invalid UTF-8; a log in a legacy
+# encoding (Latin-1, GBK) has as much invalid UTF-8 but next to no control bytes, so it stays text.
+NOISE_CONTROL_SHARE = 0.05
+NOISE_INVALID_SHARE = 0.25
 _TEXT_BYTES = bytes(range(32, 256)) + b"\t\n\r\f\x1b"
 _TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst")
 
@@ -41,8 +45,9 @@ class Skipped:
 
 
 def _safe_name(name: str) -> str:
-    """A display name for untrusted text (archive member names, file names)."""
-    return re.sub(r"[\x00-\x1f\x7f]", "?", name)
+    """A display name for untrusted text (archive member names, file names): controls and the
+    undecodable bytes of a non-UTF-8 name (surrogate escapes) become `?`."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]", "?", name)
 
 
 _HOST_DIR = re.compile(r"^(?:node|host|gpu|worker|compute|nid|slurmd-)[\w.-]*?\d+$", re.I)
@@ -115,7 +120,11 @@ def discover(root: Path) -> tuple[list[Source], list[Skipped]]:
     sources: list[Source] = []
     skipped: list[Skipped] = []
     root = Path(root)
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=None):
+    def unreadable_dir(error: OSError) -> None:
+        rel = _safe_name(os.path.relpath(error.filename, root)) if error.filename else "."
+        skipped.append(Skipped(rel, f"unreadable directory: {error.strerror}"))
+
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=unreadable_dir):
         dirnames.sort()
         for d in list(dirnames):
             full = Path(dirpath, d)
@@ -153,8 +162,11 @@ def sniff(head: bytes) -> str | None:
         return None
     if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
         return "pickle"
-    odd = len(head.translate(None, _TEXT_BYTES))
-    return "binary" if odd / len(head) > BINARY_SHARE else None
+    controls = len(head.translate(None, _TEXT_BYTES)) / len(head)
+    invalid = (len(head) - len(head.decode("utf-8", "ignore").encode())) / len(head)
+    if controls > BINARY_SHARE or (controls > NOISE_CONTROL_SHARE and invalid > NOISE_INVALID_SHARE):
+        return "binary"
+    return None
 
 
 def read_head(src: Source) -> tuple[bytes, str | None]:

@@ -13,10 +13,11 @@ import duckdb
 import pyarrow as pa
 
 from parsers.files import FileResult, parse_sources
+from parsers.reader import MAX_LINE
 from parsers.slurm import expand_task_ranges
 
 from .discover import Skipped, Source, discover
-from .tables import SCHEMAS, TS
+from .tables import SCHEMAS
 
 # Above this many input bytes the job's tables live in a temporary DuckDB file, not in memory.
 SPILL_BYTES = 512 << 20
@@ -58,17 +59,22 @@ def create_tables(con: duckdb.DuckDBPyConnection) -> None:
         con.unregister("_empty")
 
 
-def _file_row(result: FileResult) -> pa.Table:
-    mtime = None if result.mtime is None else int(result.mtime * 1_000_000)
-    row = {
-        "path": [result.path], "kinds": [sorted(result.kinds)], "bytes": [result.stats.bytes],
-        "lines": [result.stats.lines], "lines_unparsed": [result.unparsed],
-        "skip_reason": [result.skip_reason or result.stats.error],
-        "host": [result.hints.get("host")], "rank": [result.hints.get("rank")],
-        "local_rank": [result.hints.get("local_rank")],
-        "mtime": pa.array([mtime], pa.int64()).cast(TS),
+def _file_row(result: FileResult) -> dict:
+    return {
+        "path": result.path, "kinds": sorted(result.kinds), "bytes": result.stats.bytes,
+        "lines": result.stats.lines, "lines_unparsed": result.unparsed,
+        "skip_reason": result.skip_reason or result.stats.error or _cut_note(result.stats),
+        "host": result.hints.get("host"), "rank": result.hints.get("rank"),
+        "local_rank": result.hints.get("local_rank"),
+        "mtime": None if result.mtime is None else int(result.mtime * 1_000_000),
     }
-    return pa.table(row, schema=SCHEMAS["files"])
+
+
+def _cut_note(stats) -> str | None:
+    """A line kept only in part is reported, not silently shortened."""
+    if not stats.cut_lines:
+        return None
+    return f"{stats.cut_lines} line(s) longer than {MAX_LINE} characters cut to their first {MAX_LINE}"
 
 
 def _groups(sources: list[Source]) -> Iterable[list[Source]]:
@@ -92,8 +98,20 @@ def _insert(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
     con.unregister("_rows")
 
 
+def _insert_results(con: duckdb.DuckDBPyConnection, results: list[FileResult]) -> None:
+    """One insert per table for a whole group: a DuckDB insert costs milliseconds however small
+    it is, so 10,000 tiny files inserted one by one would take minutes."""
+    parts: dict[str, list[pa.Table]] = {}
+    for result in results:
+        for name, tables in result.tables.items():
+            parts.setdefault(name, []).extend(tables)
+    parts["files"] = [pa.Table.from_pylist([_file_row(r) for r in results], schema=SCHEMAS["files"])]
+    for name, tables in parts.items():
+        _insert(con, name, pa.concat_tables(tables).combine_chunks())
+
+
 def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None) -> Parsed:
-    """Parse every file of the job into a DuckDB connection, one file's tables at a time."""
+    """Parse every file of the job into a DuckDB connection, one group of files' tables at a time."""
     job_dir = Path(job_dir)
     if not job_dir.exists():
         raise InputError(f"{job_dir}: no such directory")
@@ -106,26 +124,40 @@ def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], Non
     done = 0
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for results in pool.map(parse_sources, _groups(sources)):
-            for result in results:
-                for name, parts in result.tables.items():
-                    for part in parts:
-                        _insert(con, name, part)
-                _insert(con, "files", _file_row(result))
-                if result.skip_reason:
-                    parsed.skipped.append(Skipped(result.path, result.skip_reason, result.stats.bytes))
+            _insert_results(con, results)
+            parsed.skipped += [Skipped(r.path, r.skip_reason, r.stats.bytes) for r in results if r.skip_reason]
             done += len(results)
             if on_file:
                 on_file(done, len(sources))
-    for s in skipped:
-        _insert(con, "files", _skipped_row(s))
+    if skipped:
+        rows = [{"path": s.path, "skip_reason": s.reason} for s in skipped]
+        _insert(con, "files", pa.Table.from_pylist(rows, schema=SCHEMAS["files"]))
+    if not _has_rows(con):
+        _close(parsed)
+        raise InputError(_nothing_to_read(job_dir, len(sources), parsed.skipped))
     return parsed
 
 
-def _skipped_row(s: Skipped) -> pa.Table:
-    cols = {f.name: pa.nulls(1, f.type) for f in SCHEMAS["files"]}
-    cols["path"] = pa.array([s.path])
-    cols["skip_reason"] = pa.array([s.reason])
-    return pa.table(cols, schema=SCHEMAS["files"])
+def _has_rows(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether any file yielded anything (lines, or rows of a whole-file format)."""
+    return any(con.execute(f"select exists (select 1 from {name})").fetchone()[0]
+               for name in SCHEMAS if name != "files")
+
+
+def _nothing_to_read(job_dir: Path, found: int, skipped: list[Skipped]) -> str:
+    """Without a single log line there is no verdict to give, not even `healthy`."""
+    if not found and not skipped:
+        return f"{job_dir}: empty directory, no log files"
+    if not skipped:
+        return f"{job_dir}: no log lines in its {found} file(s)"
+    first = skipped[0]
+    return f"{job_dir}: no log lines; {len(skipped)} file(s) skipped, e.g. {first.path}: {first.reason}"
+
+
+def _close(parsed: Parsed) -> None:
+    parsed.con.close()
+    if parsed.workdir:
+        parsed.workdir.cleanup()
 
 
 def tables_of(con: duckdb.DuckDBPyConnection, names: Iterable[str] = SCHEMAS) -> dict[str, pa.Table]:
@@ -165,6 +197,4 @@ def analyze(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None]
         job_id, _, report = decide_and_report(parsed, job_dir)
         return Analysis(job_dir, job_id, tables_of(parsed.con), report)
     finally:
-        parsed.con.close()
-        if parsed.workdir:
-            parsed.workdir.cleanup()
+        _close(parsed)
