@@ -41,6 +41,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("seq", pa.int64()),
         ("op", pa.string()),            # upper-case op name (ALLREDUCE, BROADCAST, ...)
         ("numel_in", pa.int64()), ("numel_out", pa.int64()),
+        ("shape", pa.string()),         # DETAIL's TensorShape, e.g. "2, 512" (numel_in is its product)
         ("dtype", pa.string()),
         ("state", pa.string()),         # issued | timeout | last_enqueued | last_completed | lagging | mismatch | scheduled | started | completed
         ("timeout_ms", pa.int64()),

@@ -71,6 +71,7 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "has_progress": _one(con, "select count(*) > 0 from progress"),
         "has_exits": _one(con, "select count(*) > 0 from exits"),
         "ranks_seen": _one(con, "select count(*) from world"),
+        "idle_s": _one(con, "select round(epoch(idle)) from progress_gap"),
         "straggler_lag": _one(con, "select round(max(lag_ms)) from straggler_ranks"),
     }
     f["norm_note"] = f"the others have {f['norm']}" if f["norm"] else "see evidence"
@@ -117,10 +118,11 @@ def evidence(con: duckdb.DuckDBPyConnection, verdict: Verdict) -> list[dict]:
     kinds = list(rule.evidence_kinds) if rule else ["traceback", "gloo_timeout", "watchdog_timeout"]
     culprits = verdict.culprit_ranks or [-1]
     rows = con.execute(
-        """select file, line, rank, text from aligned_events
+        """select file, line, rank, text from timeline_events
            where kind in (select unnest(?::varchar[]))
-           order by (rank in (select unnest(?::bigint[]))) desc, aligned_ts nulls last, file, line
-           limit ?""", [kinds, culprits, EVIDENCE_ROWS]).fetchall()
+           order by coalesce(rank in (select unnest(?::bigint[])), false) desc,
+                    list_position(?::varchar[], kind), aligned_ts nulls last, file, line
+           limit ?""", [kinds, culprits, kinds, EVIDENCE_ROWS]).fetchall()
     return [{"file": f, "line": l, "rank": r, "text": t} for f, l, r, t in rows]
 
 

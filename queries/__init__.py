@@ -36,6 +36,8 @@ STAGES = (
     ("rank_facts", {}),
     ("clock_offsets", {}),
     ("stragglers", {}),
+    ("stacks", {}),
+    ("memory", {}),
     ("collateral", {}),
 )
 

@@ -33,21 +33,38 @@ order by split desc, case counter when 'pg_seq' then 0 when 'fr_seq' then 1 when
 limit 1;
 
 -- A collective issued by only some ranks shifts every later seq on them: at the first split,
--- one group's op (with size and dtype) is the other group's op at the next seq.
+-- one group's op (with size and dtype) is the other group's op at the next seq. When both
+-- groups' ops appear crossed at the next seq, the order was swapped: a mismatch, not a shift.
 create or replace temp table shifted as
 with g as (
-    select s.*, d.seq as dseq,
+    select s.*,
            row_number() over (partition by s.pg, s.counter order by s.n, s.ranks) as small,
            row_number() over (partition by s.pg, s.counter order by s.n desc, s.ranks) as big,
            count(*) over (partition by s.pg, s.counter) as groups
     from seq_groups s join divergence_all d using (pg, counter, seq) where d.split
-), mi as (select * from g where small = 1 and groups = 2),
-   ma as (select * from g where big = 1 and groups = 2)
-select mi.pg, mi.counter, mi.seq, unnest(mi.ranks) as rank
-from mi join ma using (pg, counter, seq)
-where exists (select 1 from seq_groups s where s.pg = mi.pg and s.counter = mi.counter and s.seq = mi.seq + 1
-                and list_has_all(s.ranks, ma.ranks) and s.op = mi.op
-                and s.numel is not distinct from mi.numel and s.dtype is not distinct from mi.dtype)
-   or exists (select 1 from seq_groups s where s.pg = mi.pg and s.counter = mi.counter and s.seq = mi.seq + 1
-                and list_has_all(s.ranks, mi.ranks) and s.op = ma.op
-                and s.numel is not distinct from ma.numel and s.dtype is not distinct from ma.dtype);
+), pairs as (
+    select mi.pg, mi.counter, mi.seq, mi.ranks,
+        -- the minority ran ahead (skipped one): its op is the others' next
+        exists (select 1 from seq_groups s where s.pg = mi.pg and s.counter = mi.counter and s.seq = mi.seq + 1
+                  and list_has_all(s.ranks, ma.ranks) and s.op = mi.op
+                  and s.numel is not distinct from mi.numel and s.dtype is not distinct from mi.dtype)
+        -- the others never reached the next seq (the runtime stopped them): the program's own
+        -- history says the minority's op is the one that follows the majority's
+        or (not exists (select 1 from seq_groups s where s.pg = mi.pg and s.counter = mi.counter and s.seq = mi.seq + 1
+                          and list_has_all(s.ranks, ma.ranks))
+            and exists (select 1 from seq_groups a join seq_groups b
+                          on b.pg = a.pg and b.counter = a.counter and b.seq = a.seq + 1 and b.ranks = a.ranks
+                        where a.pg = mi.pg and a.counter = mi.counter and a.seq < mi.seq
+                          and list_has_all(a.ranks, ma.ranks) and list_has_all(a.ranks, mi.ranks)
+                          and a.op = ma.op and a.numel is not distinct from ma.numel and a.dtype is not distinct from ma.dtype
+                          and b.op = mi.op and b.numel is not distinct from mi.numel and b.dtype is not distinct from mi.dtype))
+          as ahead,
+        -- the minority issued one extra: the others' op comes next on the minority
+        exists (select 1 from seq_groups s where s.pg = mi.pg and s.counter = mi.counter and s.seq = mi.seq + 1
+                  and list_has_all(s.ranks, mi.ranks) and s.op = ma.op
+                  and s.numel is not distinct from ma.numel and s.dtype is not distinct from ma.dtype)
+          as extra
+    from (select * from g where small = 1 and groups = 2) mi
+    join (select * from g where big = 1 and groups = 2) ma using (pg, counter, seq)
+)
+select pg, counter, seq, unnest(ranks) as rank from pairs where ahead <> extra;

@@ -5,7 +5,9 @@
 create or replace temp table seq_rows as
 select c.rank, c.host, coalesce(c.pg, '0') as pg, c.counter,
        case when c.counter = 'detail_seq' then c.seq + 1 else c.seq end as seq,
-       c.op, c.numel_in, c.dtype, c.state, c.ts, c.file, c.line
+       c.op,
+       coalesce(c.numel_in, cast(list_aggregate(list_transform(string_split(c.shape, ','), lambda x: try_cast(trim(x) as bigint)), 'product') as bigint)) as numel_in,
+       c.dtype, c.state, c.ts, c.file, c.line
 from collectives c where c.counter <> 'nccl_opcount' and c.rank is not null
 union all
 select c.rank, c.host, coalesce(m.comm_id, c.comm_id, c.pg, c.comm) as pg, c.counter, c.seq, c.op, c.numel_in, c.dtype,

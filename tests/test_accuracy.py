@@ -30,6 +30,7 @@ KNOWN_GAPS = {
     "tr-op_order_mismatch-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
     "tr-missing_collective-4-fr": "FR seq shift across a skipped all_reduce read as a split, not a skip",
     "tr-op_order_mismatch-4": "gloo op-order mismatch without DETAIL: no sequence to compare",
+    "tr-op_order_mismatch-4-fr": "every rank stops at the diverging collective: a swapped pair and a skipped op look the same",
     "slurm-oom": "OverMemoryKill names no task; sacct MaxRSSTask (the culprit) is not read yet",
     "slurm-stalled_rank_no_timeout": "no timeout set: every rank is silent until TIME LIMIT; nothing yet tells the stalled one",
     "tr-bn_eval_desync-4": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
