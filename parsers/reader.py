@@ -39,25 +39,32 @@ def _split(data: bytes, stats: ReadStats) -> pa.Array:
     return lines
 
 
+def _read(stream: BinaryIO, size: int, stats: ReadStats) -> bytes:
+    """The next chunk; b"" at the end or where the stream breaks (the error is kept in stats)."""
+    try:
+        chunk = stream.read(size)
+    except (EOFError, OSError, zlib.error, zstandard.ZstdError) as e:
+        stats.error = f"truncated or corrupt stream ({type(e).__name__}: {e})"[:200]
+        return b""
+    stats.bytes += len(chunk)
+    return chunk
+
+
 def iter_batches(stream: BinaryIO, stats: ReadStats, batch_bytes: int = BATCH_BYTES) -> Iterator[tuple[int, pa.Array]]:
     """Yield (number of the batch's first line, lines) until the stream ends or breaks."""
     carry = b""
     skipping = False            # inside a line too long to buffer: drop bytes up to its newline
     first = 1
     while True:
-        try:
-            chunk = stream.read(batch_bytes)
-        except (EOFError, OSError, zlib.error, zstandard.ZstdError) as e:
-            stats.error = f"truncated or corrupt stream ({type(e).__name__}: {e})"[:200]
-            chunk = b""
-        stats.bytes += len(chunk)
+        chunk = _read(stream, batch_bytes, stats)
+        at_end = not chunk
         if skipping:
             nl = chunk.find(b"\n")
-            if nl < 0 and chunk:
+            if nl < 0 and not at_end:
                 continue
             chunk, skipping = chunk[nl + 1:] if nl >= 0 else b"", False
         data = carry + chunk
-        if not chunk:
+        if at_end:
             carry = b""
         else:
             cut = data.rfind(b"\n")
@@ -66,7 +73,8 @@ def iter_batches(stream: BinaryIO, stats: ReadStats, batch_bytes: int = BATCH_BY
                     carry = data
                     continue
                 # One line longer than a batch: keep its head, skip to its end.
-                data, carry, skipping = data[: MAX_LINE * 4] + b"\n", b"", True
+                data, carry, skipping = data[:MAX_LINE] + b"\n", b"", True
+                stats.cut_lines += 1
             else:
                 data, carry = data[: cut + 1], data[cut + 1:]
         if data:
@@ -74,5 +82,5 @@ def iter_batches(stream: BinaryIO, stats: ReadStats, batch_bytes: int = BATCH_BY
             stats.lines += len(lines)
             yield first, lines
             first += len(lines)
-        if not chunk:
+        if at_end:
             return
