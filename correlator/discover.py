@@ -7,10 +7,12 @@ on this machine, so `../x` and `/etc/x` members are harmless (they are listed, n
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import re
 import stat
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, BinaryIO
@@ -26,6 +28,8 @@ NOISE_CONTROL_SHARE = 0.05
 NOISE_INVALID_SHARE = 0.25
 _TEXT_BYTES = bytes(range(32, 256)) + b"\t\n\r\f\x1b"
 _TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst")
+SMALL_MEMBER = 1 << 20              # archive members up to this size are kept in memory...
+MEMBERS_IN_MEMORY = 256 << 20       # ...up to this many bytes per archive
 
 
 @dataclass
@@ -92,26 +96,51 @@ def _display(name: str) -> str:
     return name
 
 
-def _tar_members(archive: Path, rel: str) -> tuple[list[Source], list[Skipped]]:
-    sources, skipped = [], []
-    try:
-        with tarfile.open(archive) as tar:
-            members = tar.getmembers()
-    except (tarfile.TarError, OSError, EOFError, zstandard.ZstdError) as e:
-        return [], [Skipped(rel, f"unreadable archive: {type(e).__name__}")]
-    for m in members:
-        shown = f"{rel}!{_safe_name(m.name)}"
-        if m.isdir():
-            continue
-        if not m.isfile():
-            skipped.append(Skipped(shown, "archive member is a link or special file"))
-            continue
+def _open_tar(archive: Path) -> tarfile.TarFile:
+    """A sequential reader of the archive: one pass, never a seek back (a seek back in a
+    compressed archive decompresses it again from the start)."""
+    if archive.name.endswith(".zst"):
+        raw = zstandard.ZstdDecompressor().stream_reader(open(archive, "rb"), read_across_frames=True)
+        return tarfile.open(fileobj=raw, mode="r|")
+    return tarfile.open(archive, mode="r|*")
 
-        def read_member(member=m) -> BinaryIO:
-            tar = tarfile.open(archive)
-            return tar.extractfile(member)
-        sources.append(Source(shown, _decompressor(m.name, read_member), m.size, float(m.mtime),
-                              path_hints(f"{rel}/{m.name}")))
+
+def _reread_member(archive: Path, index: int) -> Callable[[], BinaryIO]:
+    """An opener for a member too large to keep in memory: reads the archive again up to it."""
+    def read() -> BinaryIO:
+        tar = _open_tar(archive)
+        for i, member in enumerate(tar):
+            if i == index:
+                return tar.extractfile(member)
+        raise EOFError(f"archive member {index} is gone")
+    return read
+
+
+def _tar_members(archive: Path, rel: str) -> tuple[list[Source], list[Skipped]]:
+    """The archive's regular files; small ones are read in the listing pass itself, so that an
+    archive of 10,000 small logs costs one decompression, not 10,000."""
+    sources, skipped = [], []
+    in_memory = 0
+    try:
+        with _open_tar(archive) as tar:
+            for index, m in enumerate(tar):
+                shown = f"{rel}!{_safe_name(m.name)}"
+                if m.isdir():
+                    continue
+                if not m.isfile():
+                    skipped.append(Skipped(shown, "archive member is a link or special file"))
+                    continue
+                if m.size <= SMALL_MEMBER and in_memory + m.size <= MEMBERS_IN_MEMORY:
+                    data = tar.extractfile(m).read()
+                    in_memory += len(data)
+                    raw = (lambda data=data: io.BytesIO(data))
+                else:
+                    raw = _reread_member(archive, index)
+                sources.append(Source(shown, _decompressor(m.name, raw), m.size, float(m.mtime),
+                                      path_hints(f"{rel}/{m.name}")))
+    except (tarfile.TarError, OSError, EOFError, zlib.error, zstandard.ZstdError) as e:
+        where = f"after {len(sources)} member(s)" if sources else "before any member"
+        skipped.append(Skipped(rel, f"unreadable archive, {where}: {type(e).__name__}"))
     return sources, skipped
 
 
@@ -119,23 +148,26 @@ def discover(root: Path) -> tuple[list[Source], list[Skipped]]:
     """Every readable file under `root` (archives expanded in place) and every skipped one."""
     sources: list[Source] = []
     skipped: list[Skipped] = []
-    root = Path(root)
+    root = os.fspath(root)
+
     def unreadable_dir(error: OSError) -> None:
         rel = _safe_name(os.path.relpath(error.filename, root)) if error.filename else "."
         skipped.append(Skipped(rel, f"unreadable directory: {error.strerror}"))
 
+    # Plain strings, not Path objects: a job may hold tens of thousands of files.
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=unreadable_dir):
+        rel_dir = os.path.relpath(dirpath, root)
+        prefix = "" if rel_dir == "." else rel_dir + "/"
         dirnames.sort()
         for d in list(dirnames):
-            full = Path(dirpath, d)
-            if full.is_symlink():
-                skipped.append(Skipped(_safe_name(str(full.relative_to(root))), "symbolic link"))
+            if os.path.islink(os.path.join(dirpath, d)):
+                skipped.append(Skipped(_safe_name(prefix + d), "symbolic link"))
                 dirnames.remove(d)
         for name in sorted(filenames):
-            full = Path(dirpath, name)
-            rel = _safe_name(str(full.relative_to(root)))
+            full = os.path.join(dirpath, name)
+            rel = _safe_name(prefix + name)
             try:
-                st = full.lstat()
+                st = os.lstat(full)
             except OSError as e:
                 skipped.append(Skipped(rel, f"unreadable: {e.strerror}"))
                 continue
@@ -146,7 +178,7 @@ def discover(root: Path) -> tuple[list[Source], list[Skipped]]:
                 skipped.append(Skipped(rel, "not a regular file (fifo, socket or device)"))
                 continue
             if name.endswith(_TAR_SUFFIXES):
-                found, lost = _tar_members(full, rel)
+                found, lost = _tar_members(Path(full), rel)
                 sources += found
                 skipped += lost
                 continue

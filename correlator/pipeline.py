@@ -140,7 +140,7 @@ def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], Non
 
 def _has_rows(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether any file yielded anything (lines, or rows of a whole-file format)."""
-    return any(con.execute(f"select exists (select 1 from {name})").fetchone()[0]
+    return any(con.execute(f"select exists (select 1 from {name})").fetchall()[0][0]
                for name in SCHEMAS if name != "files")
 
 

@@ -221,3 +221,36 @@ def test_unusable_path_is_one_line_exit_2(tmp_path, make_path, says):
     assert run.stdout == b""
     message = run.stderr.decode()
     assert message.startswith("error: ") and message.count("\n") == 1 and says in message, message
+
+
+def _tar_of_logs(n: int, compression: str = "") -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode=f"w:{compression}") as tar:
+        for i in range(n):
+            data = b"".join(b"2026-11-29 21:22:13,484 INFO [rank %d] line %d\n" % (i, j) for j in range(50))
+            info = tarfile.TarInfo(f"logs/rank{i}.log")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_truncated_tar_gz_keeps_the_members_before_the_cut(tmp_path):
+    from correlator.discover import discover
+    whole = _tar_of_logs(200, "gz")
+    (tmp_path / "logs.tar.gz").write_bytes(whole[: len(whole) // 2])
+    sources, skipped = discover(tmp_path)
+    assert 0 < len(sources) < 200
+    assert [s.path for s in skipped] == ["logs.tar.gz"] and "unreadable archive, after" in skipped[0].reason
+
+
+def test_tar_zst_and_large_members_are_read(tmp_path, monkeypatch):
+    import zstandard
+    from correlator import discover as discovery
+    from parsers.files import parse_sources
+    monkeypatch.setattr(discovery, "SMALL_MEMBER", 1000)   # every member is re-read from the archive
+    (tmp_path / "logs.tar.zst").write_bytes(zstandard.ZstdCompressor().compress(_tar_of_logs(3)))
+    sources, skipped = discovery.discover(tmp_path)
+    assert not skipped and [s.path for s in sources] == [f"logs.tar.zst!logs/rank{i}.log" for i in range(3)]
+    results = parse_sources(sources)
+    assert [r.stats.lines for r in results] == [50, 50, 50]
+    assert [s.hints.get("rank") for s in sources] == [0, 1, 2]
