@@ -231,15 +231,27 @@ _LINE_DTYPES = {c: pl.String for c in LINE_COLUMNS} | {
 }
 
 
+def _literals_present(text: pl.Series, specs: tuple[FormatSpec, ...]) -> set[str]:
+    """The specs' literals found anywhere in `text`, in one Aho-Corasick pass: a spec whose
+    literal is absent from the batch is skipped without looking at a line."""
+    literals = sorted({s.literal for s in specs if s.literal})
+    found = text.str.extract_many(literals, overlapping=True).explode().drop_nulls().unique()
+    return set(found.to_list())
+
+
 def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSpec, pl.DataFrame]]]:
     """Message specs, first match wins; each emits its rows (idx + fields + const).
 
     Each spec reads only the lines no earlier spec took (`pending`), so the common kinds,
     tried first, shrink the work of all the rare ones."""
+    specs = by_layer("message")
     kind, source = df["kind"].clone(), df["source"].clone()
     pending = df.select("idx", "text", "header")
+    present = _literals_present(pending["text"], specs)
     emitted = []
-    for spec in by_layer("message"):
+    for spec in specs:
+        if spec.literal and spec.literal not in present:
+            continue
         free = pl.col("header").is_in(list(spec.headers)) if spec.headers else pl.lit(True)
         matched = pending.select(_match(spec, pl.col("text"), free)).to_series()
         if not matched.any():
