@@ -146,6 +146,12 @@ def ranks(con, verdict: Verdict) -> list[dict]:
     return out
 
 
+def _ranks_phrase(ranks: list[int]) -> str:
+    """Ranges for a few ranks, a count for many: a sentence stays a sentence at 1,024 ranks."""
+    text = compress(ranks)
+    return f"ranks {text}" if len(text) <= 60 else f"{len(ranks)} ranks"
+
+
 def narrative(verdict: Verdict, report: dict) -> list[str]:
     s = [f"Verdict: {verdict.kind.replace('_', ' ')} ({verdict.confidence} confidence) — {verdict.summary}."]
     fs = report["first_stalled"]
@@ -155,10 +161,10 @@ def narrative(verdict: Verdict, report: dict) -> list[str]:
     d = report["divergence"]
     if d:
         s.append(f"Ranks diverged at {d['counter']} {d['seq']} on PG {d['pg']}: "
-                 + "; ".join(f"ranks {compress(g['ranks'])} issued {g['op'] or 'nothing'}" for g in d["groups"]) + ".")
+                 + "; ".join(f"{_ranks_phrase(g['ranks'])} issued {g['op'] or 'nothing'}" for g in d["groups"]) + ".")
     victims = sorted({c["rank"] for c in report["collateral"] if c["rank"] is not None})
     if victims:
-        s.append(f"As a consequence, ranks {compress(victims)} reported timeouts, lost peers or aborts (see collateral).")
+        s.append(f"As a consequence, {_ranks_phrase(victims)} reported timeouts, lost peers or aborts (see collateral).")
     if verdict.missing_facts:
         s.append("Missing to decide: " + "; ".join(verdict.missing_facts) + ".")
     return s[:6]

@@ -21,15 +21,19 @@ with split as (  -- seqs where ranks issued different things
       and exists (select 1 from world w where w.rank not in (select rank from last_seq l where l.pg = '0'))
     group by pg, counter
 ), missing as (select * from behind union all select * from silent)
-select pg, counter, min(seq) as seq, arg_min(kind = 'split', seq) as split from (
+select pg, counter, min(seq) as seq, arg_min(kind = 'split', seq) as split,
+       (select count(distinct rank) from last_seq l where l.pg = d.pg and l.counter = d.counter) as coverage
+from (
     select *, 'split' as kind from split union all select *, 'missing' from missing
-) group by pg, counter;
+) d group by pg, counter;
 
--- The one to report: a disagreement on what was issued says more than a rank missing; then
+-- The one to report: a disagreement on what was issued says more than a rank missing; then the
+-- counter most ranks report (watchdog SeqNums come only from ranks whose watchdog fired); then
 -- PyTorch's SeqNum first, then Flight Recorder, DETAIL, NCCL opCount.
 create or replace temp table divergence as
-select * from divergence_all
-order by split desc, case counter when 'pg_seq' then 0 when 'fr_seq' then 1 when 'detail_seq' then 2 else 3 end, seq
+select * exclude (coverage) from divergence_all
+order by split desc, coverage desc,
+         case counter when 'pg_seq' then 0 when 'fr_seq' then 1 when 'detail_seq' then 2 else 3 end, seq
 limit 1;
 
 -- A collective issued by only some ranks shifts every later seq on them: at the first split,

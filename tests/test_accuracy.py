@@ -56,6 +56,17 @@ def _check(name: str, report: dict, truth: dict) -> None:
     if name in KNOWN_GAPS and got != want:
         pytest.xfail(KNOWN_GAPS[name])
     assert got == want
+    _check_divergence(report.get("divergence"), truth.get("divergence"))
+
+
+# Counters numbered like PyTorch's SeqNum (1-based per PG); NCCL opCounts count launches instead.
+SEQNUM_COUNTERS = ("pg_seq", "fr_seq", "detail_seq")
+
+
+def _check_divergence(got: dict | None, want: dict | None) -> None:
+    """Where the truth knows the diverging SeqNum and the report speaks in SeqNums, they agree."""
+    if want and want.get("seq") is not None and got and got["counter"] in SEQNUM_COUNTERS:
+        assert (got["pg"], got["seq"]) == (want["pg"], want["seq"])
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.name for s in SAMPLES])
