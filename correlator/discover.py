@@ -15,7 +15,7 @@ import tarfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, BinaryIO
+from typing import BinaryIO, Callable, Iterator
 
 import zstandard
 
@@ -144,46 +144,50 @@ def _tar_members(archive: Path, rel: str) -> tuple[list[Source], list[Skipped]]:
     return sources, skipped
 
 
+def _walk(root: str, skipped: list[Skipped]) -> Iterator[tuple[str, os.DirEntry]]:
+    """(path relative to root, entry) of everything but directories, in sorted order, links not
+    followed. Iterative: a hostile tree may be deeper than Python's recursion limit."""
+    pending = [""]
+    while pending:
+        rel_dir = pending.pop()
+        try:
+            with os.scandir(os.path.join(root, rel_dir)) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            skipped.append(Skipped(_safe_name(rel_dir or "."), f"unreadable directory: {e.strerror}"))
+            continue
+        subdirs = []
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                subdirs.append(rel)
+            else:
+                yield rel, entry
+        pending += reversed(subdirs)
+
+
 def discover(root: Path) -> tuple[list[Source], list[Skipped]]:
     """Every readable file under `root` (archives expanded in place) and every skipped one."""
     sources: list[Source] = []
     skipped: list[Skipped] = []
-    root = os.fspath(root)
-
-    def unreadable_dir(error: OSError) -> None:
-        rel = _safe_name(os.path.relpath(error.filename, root)) if error.filename else "."
-        skipped.append(Skipped(rel, f"unreadable directory: {error.strerror}"))
-
-    # Plain strings, not Path objects: a job may hold tens of thousands of files.
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=unreadable_dir):
-        rel_dir = os.path.relpath(dirpath, root)
-        prefix = "" if rel_dir == "." else rel_dir + "/"
-        dirnames.sort()
-        for d in list(dirnames):
-            if os.path.islink(os.path.join(dirpath, d)):
-                skipped.append(Skipped(_safe_name(prefix + d), "symbolic link"))
-                dirnames.remove(d)
-        for name in sorted(filenames):
-            full = os.path.join(dirpath, name)
-            rel = _safe_name(prefix + name)
-            try:
-                st = os.lstat(full)
-            except OSError as e:
-                skipped.append(Skipped(rel, f"unreadable: {e.strerror}"))
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                skipped.append(Skipped(rel, "symbolic link"))
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                skipped.append(Skipped(rel, "not a regular file (fifo, socket or device)"))
-                continue
-            if name.endswith(_TAR_SUFFIXES):
-                found, lost = _tar_members(Path(full), rel)
-                sources += found
-                skipped += lost
-                continue
-            raw = (lambda p=full: open(p, "rb"))
-            sources.append(Source(rel, _decompressor(name, raw), st.st_size, st.st_mtime,
+    for rel_path, entry in _walk(os.fspath(root), skipped):
+        rel = _safe_name(rel_path)
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError as e:
+            skipped.append(Skipped(rel, f"unreadable: {e.strerror}"))
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            skipped.append(Skipped(rel, "symbolic link"))
+        elif not stat.S_ISREG(st.st_mode):
+            skipped.append(Skipped(rel, "not a regular file (fifo, socket or device)"))
+        elif entry.name.endswith(_TAR_SUFFIXES):
+            found, lost = _tar_members(Path(entry.path), rel)
+            sources += found
+            skipped += lost
+        else:
+            raw = (lambda p=entry.path: open(p, "rb"))
+            sources.append(Source(rel, _decompressor(entry.name, raw), st.st_size, st.st_mtime,
                                   path_hints(_display(rel))))
     return sources, skipped
 

@@ -67,15 +67,22 @@ def _evil_tar(path: Path) -> None:
         tar.addfile(link)
 
 
-def build_hostile_job(root: Path) -> tuple[Path, dict, Path]:
-    """(log directory, truth of the real fault, file whose existence means a pickle ran code)."""
+def build_real_job(root: Path) -> tuple[Path, dict]:
+    """A real stalled-rank job whose logs carry terminal attacks: (log directory, truth)."""
     truth = generate_job(root / "job", JobSpec(fault="stall", coll_lines=True, launcher="srun", nranks=4,
                                                ranks_per_host=2, steps=6, seed=3))
     logs = root / "job" / "logs"
     for log in logs.iterdir():
         _hostile_real_log(log)
-    pwned = root / "pwned"
+    (logs / "escapes.log").write_text(f"plain {COLOUR.format('red')} {TERMINAL_ATTACK} tail\n" * 20)
+    (logs / f"name-{TERMINAL_ATTACK[:8]}.log").write_text("a file whose name clears the screen\n")
+    return logs, truth
 
+
+def build_hostile_job(root: Path) -> tuple[Path, dict, Path]:
+    """(log directory, truth of the real fault, file whose existence means a pickle ran code)."""
+    logs, truth = build_real_job(root)
+    pwned = root / "pwned"
     (logs / "random.bin").write_bytes(os.urandom(1 << 20))
     with open(logs / "huge-line.log", "wb") as f:
         f.write(b"NCCL INFO " * (HUGE_LINE_BYTES // 10))
@@ -86,8 +93,6 @@ def build_hostile_job(root: Path) -> tuple[Path, dict, Path]:
         b"\xf0\x28\x8c\xbc NCCL INFO \xff half\n" * 100)
     (logs / "nul.log").write_bytes(b"\x00" * 10 + b"some text\x00with NUL\n" * 50)
     (logs / "crlf.log").write_bytes(b"2026-11-29 21:22:13,484 INFO [rank 0] crlf line\r\n" * 50)
-    (logs / "escapes.log").write_text(f"plain {COLOUR.format('red')} {TERMINAL_ATTACK} tail\n" * 20)
-    (logs / f"name-{TERMINAL_ATTACK[:8]}.log").write_text("a file whose name clears the screen\n")
     with open(os.path.join(os.fsencode(logs), b"latin1-\xe9\xff.log"), "wb") as f:
         f.write(b"a file whose name is not UTF-8\n")
     os.symlink("loop-b.log", logs / "loop-a.log")
@@ -172,11 +177,13 @@ def test_no_log_borne_escape_reaches_the_terminal(hostile):
     assert b"\x1b" not in run.stderr
 
 
-def test_no_log_borne_escape_under_a_tty(hostile):
-    """Under a TTY rich styles the report itself; only sequences from the logs are forbidden."""
+def test_no_log_borne_escape_under_a_tty(tmp_path):
+    """Under a TTY rich styles the report itself; only sequences from the logs are forbidden.
+    The real job with its attacks is enough here: the other traps are covered above."""
     import pty
+    logs, _ = build_real_job(tmp_path)
     primary, secondary = pty.openpty()
-    proc = subprocess.Popen([str(CLI), "analyze", str(hostile["logs"]), "--format", "terminal", "--quiet"],
+    proc = subprocess.Popen([str(CLI), "analyze", str(logs), "--format", "terminal", "--quiet"],
                             stdout=secondary, stderr=subprocess.PIPE)
     os.close(secondary)
     with ThreadPoolExecutor(1) as pool:   # drain while it writes: a full pty would block the child
@@ -254,3 +261,21 @@ def test_tar_zst_and_large_members_are_read(tmp_path, monkeypatch):
     results = parse_sources(sources)
     assert [r.stats.lines for r in results] == [50, 50, 50]
     assert [s.hints.get("rank") for s in sources] == [0, 1, 2]
+
+
+def test_tree_deeper_than_the_recursion_limit(tmp_path):
+    """A lowered limit stands in for a tree deeper than the real one: pytest's own cleanup of
+    tmp_path recurses too, so the tree itself stays shallow enough for it."""
+    from correlator.discover import discover
+    deep = tmp_path
+    for _ in range(300):
+        deep = deep / "d"
+        deep.mkdir()
+    (deep / "rank0.log").write_text("the only log\n")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)
+    try:
+        sources, skipped = discover(tmp_path)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert not skipped and len(sources) == 1 and sources[0].path.endswith("/d/rank0.log")
