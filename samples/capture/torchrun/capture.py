@@ -41,36 +41,49 @@ class Scenario:
     culprits: str = "fault"  # "fault" | "rank0" | "none"
     divergence_known: bool = True
     description: str = ""
+    note: str = ""  # how the real run differed from the design, or what makes it hard
 
 
 SCENARIOS = {
     "healthy": Scenario("healthy", "healthy", "none", False, "8 DDP steps, no fault"),
     "ddp_param_mismatch": Scenario(
-        "ddp_param_mismatch", "collective_mismatch", description="the injected rank builds the model with one extra Linear layer"),
+        "ddp_param_mismatch", "collective_mismatch", description="the injected rank builds the model with one extra Linear layer",
+        note="Every rank raises in the DDP constructor before any step; divergence.seq is the first collective of the job (DDP's parameter-shape check)."),
     "missing_collective": Scenario(
-        "missing_collective", "missing_collective", description="the injected rank skips the metrics all_reduce at the fault step"),
+        "missing_collective", "missing_collective", description="the injected rank skips the metrics all_reduce at the fault step",
+        note="No abort on gloo: the culprit's next collective (BROADCAST numel 1) and the others' ALLREDUCE (numel 2) wait on each other until the 20 s timeout; the culprit times out too."),
     "rank0_only_collective": Scenario(
         "rank0_only_collective", "missing_collective", "rank0",
-        description="rank 0 calls dist.barrier() inside its checkpoint branch after the fault step"),
+        description="rank 0 calls dist.barrier() inside its checkpoint branch after the fault step",
+        note="Rank 0's BARRIER waits against the others' next gradient ALLREDUCE until the timeout. Culprit = rank 0 by the minority convention."),
     "uneven_inputs": Scenario(
-        "uneven_inputs", "rank_exited_early", description="the injected rank has fault_step-1 batches, finishes and exits 0"),
+        "uneven_inputs", "rank_exited_early", description="the injected rank has fault_step-1 batches, finishes and exits 0",
+        note="The culprit exits 0 and torchrun never lists it; the others fail with Connection closed by peer."),
     "crash_exception": Scenario(
         "crash_exception", "rank_crashed", description="the injected rank raises RuntimeError before the fault step's forward"),
     "crash_sigkill": Scenario(
-        "crash_sigkill", "rank_crashed", description="the injected rank SIGKILLs itself at the fault step (as the OOM killer would)"),
+        "crash_sigkill", "rank_crashed", description="the injected rank SIGKILLs itself at the fault step (as the OOM killer would)",
+        note="Exit -9 with no traceback and no error.json, as an OOM kill looks to torchrun."),
     "stalled_rank": Scenario(
-        "stalled_rank", "rank_stalled", description="the injected rank sleeps 120 s in data loading at the fault step"),
+        "stalled_rank", "rank_stalled", description="the injected rank sleeps 120 s in data loading at the fault step",
+        note="The others time out after 20 s while the culprit still sleeps; the agent SIGTERMs it (-15), so it leaves no traceback."),
     "op_order_mismatch": Scenario(
         "op_order_mismatch", "collective_mismatch",
-        description="at the fault step the injected rank broadcasts the stop flag before the metrics all_reduce"),
+        description="at the fault step the injected rank broadcasts the stop flag before the metrics all_reduce",
+        note="BROADCAST against ALLREDUCE at the same seq hangs until the timeout on gloo; no rank reports a mismatch without DETAIL."),
     "shape_mismatch": Scenario(
-        "shape_mismatch", "collective_mismatch", description="from the fault step the injected rank all_reduces 3 metrics instead of 2"),
+        "shape_mismatch", "collective_mismatch", description="from the fault step the injected rank all_reduces 3 metrics instead of 2",
+        note="No size-mismatch abort on gloo: the 3- and 2-element ALLREDUCEs hang until the timeout."),
     "straggler": Scenario(
-        "straggler", "straggler", divergence_known=False, description="the injected rank sleeps 0.3 s extra per step (3x the others' compute)"),
+        "straggler", "straggler", divergence_known=False, description="the injected rank sleeps 0.3 s extra per step (3x the others' compute)",
+        note="No failure. DDP keeps all ranks in lockstep, so step timestamps are equal; only data_time in the step line shows the slow rank."),
     "bn_eval_desync": Scenario(
         "bn_eval_desync", "missing_collective",
         description="model with BatchNorm; at the fault step the injected rank runs an extra forward through the DDP wrapper "
-        "(validation with grad enabled), which broadcasts the BN buffers on that rank only"),
+        "(validation with grad enabled), which broadcasts the BN buffers on that rank only",
+        note="The meaningful CPU variant of inconsistent model state: the extra BROADCAST (divergence.seq) shifts all later "
+        "collectives of that rank by one and the job hangs until the timeout. A rank merely left in eval() issues the same "
+        "collectives (DDP broadcasts buffers whatever module.training is) and diverges only in its numbers, which no log shows."),
 }
 
 
@@ -127,6 +140,7 @@ SAMPLE_LIST = [
     Sample("shape_mismatch", 4, 3, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
     Sample("straggler", 4, 2),
     Sample("straggler", 8, 6),
+    Sample("straggler", 4, 2, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
     Sample("bn_eval_desync", 4, 1),
 ]
 
@@ -196,7 +210,7 @@ def build_expected(sample: Sample, command: list[str], env: dict, truth_dir: Pat
             "collective it diverged at, from ProcessGroup._get_sequence_number_for_group, outside logs/); "
             "exit codes recorded by launch.py from the worker processes."
         ),
-        "notes": sample.notes,
+        "notes": " ".join(filter(None, [scenario.note, sample.notes])),
         "description": scenario.description,
         "injected": injected,
         "exit_codes": exit_codes,

@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 
 SAMPLES = Path(__file__).resolve().parent.parent.parent
-ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):\n\[0\]:\n.*\n.*\n  rank      : (-?\d+)")
+# the entry index is the failure's position in the agent's list, not always [0]
+ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):\n\[\d+\]:\n.*\n.*\n  rank      : (-?\d+)")
 
 
 def torchrun_root_cause(console: str) -> int | None:

@@ -14,7 +14,6 @@ import argparse
 import json
 import logging
 import os
-import pickle
 import signal
 import socket
 import sys
@@ -237,7 +236,9 @@ def train(args) -> None:
 
 def run_steps(args, rank: int, parallel_model, optimizer) -> None:
     for step, batch in enumerate(batches(args, rank), start=1):
+        step_started = time.monotonic()
         inputs, labels = load_batch(args, rank, step, batch)
+        data_time = time.monotonic() - step_started
         maybe_crash(args, rank, step)
         validate_on_fault_rank(args, rank, step, parallel_model)
         time.sleep(COMPUTE_SECONDS)
@@ -248,7 +249,8 @@ def run_steps(args, rank: int, parallel_model, optimizer) -> None:
             parallel_model.average_gradients()
         optimizer.step()
         metrics = sync_metrics(args, rank, step, loss, len(labels))
-        log.info("step %d/%d loss %.4f", step, args.steps, (metrics[0] / metrics[1]).item())
+        log.info("step %d/%d loss %.4f data_time %.3fs step_time %.3fs", step, args.steps,
+                 (metrics[0] / metrics[1]).item(), data_time, time.monotonic() - step_started)
         maybe_checkpoint(args, rank, step, parallel_model)
 
 
