@@ -81,13 +81,14 @@ def _parse_lines(df: pl.DataFrame, results: dict[str, "FileResult"]) -> None:
     summary = pl.from_arrow(assemble_child_failed(df))
     for (path,), part in summary.partition_by("file", as_dict=True).items() if summary.height else ():
         results[path].add("exits", part.to_arrow())
-    events = df.select(EVENT_COLUMNS)
-    for (path,), part in events.partition_by("file", as_dict=True).items():
-        result = results[path]
-        result.add("events", part.to_arrow())
-        counts = part.group_by("kind").len()
-        result.kinds |= set(counts["kind"].to_list()) - {UNPARSED}
-        result.unparsed += int(counts.filter(pl.col("kind") == UNPARSED)["len"].sum())
+    for (path,), part in df.select(EVENT_COLUMNS).partition_by("file", as_dict=True).items():
+        results[path].add("events", part.to_arrow())
+    # One group-by for all files: per file it would cost more than parsing a small file.
+    for path, kind, count in df.group_by("file", "kind").len().iter_rows():
+        if kind == UNPARSED:
+            results[path].unparsed += count
+        else:
+            results[path].kinds.add(kind)
 
 
 def _read_frames(src: Source, result: FileResult) -> Iterator[pl.DataFrame]:
@@ -124,6 +125,7 @@ def parse_sources(sources: list[Source]) -> list[FileResult]:
     Never raises for bad input: what cannot be read is a skip reason or a read error."""
     results = {s.path: FileResult(s.path, hints=s.hints, mtime=s.mtime) for s in sources}
     pending: list[pl.DataFrame] = []
+    pending_lines = 0
     for src in sources:
         result = results[src.path]
         if _triage(src, result):
@@ -131,9 +133,10 @@ def parse_sources(sources: list[Source]) -> list[FileResult]:
         try:
             for part in _read_frames(src, result):
                 pending.append(part)
-                if sum(p.height for p in pending) >= GROUP_LINES:
+                pending_lines += part.height
+                if pending_lines >= GROUP_LINES:
                     _parse_lines(pl.concat(pending), results)
-                    pending = []
+                    pending, pending_lines = [], 0
         except Exception as e:  # keep what was parsed; the rest of the file is reported, not lost
             result.stats.error = f"parse error after line {result.stats.lines}: {type(e).__name__}: {e}"[:300]
     if pending:

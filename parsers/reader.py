@@ -31,6 +31,8 @@ def _split(data: bytes, stats: ReadStats) -> pa.Array:
     lines = pc.list_flatten(pc.split_pattern(pa.array([text], pa.large_string()), "\n"))
     if text.endswith("\n"):
         lines = lines.slice(0, len(lines) - 1)
+    if len(data) <= MAX_LINE:   # no line can be longer than the batch
+        return lines
     long = pc.greater(pc.utf8_length(lines), MAX_LINE)
     cut = pc.sum(long).as_py() or 0
     if cut:
