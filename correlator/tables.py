@@ -72,7 +72,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("task", pa.int64()), ("world_size", pa.int64()), ("source", pa.string()),
     ]),
     # Training progress: step counters per rank.
-    "progress": pa.schema(_WHERE + _WHO + [("step", pa.int64()), ("total", pa.int64()), ("ts", TS)]),
+    # data_s: seconds the rank waited for its input in that step, where the script logs it.
+    "progress": pa.schema(_WHERE + _WHO + [("step", pa.int64()), ("total", pa.int64()),
+                                           ("data_s", pa.float64()), ("ts", TS)]),
     # How processes, tasks, containers and jobs ended.
     "exits": pa.schema(_WHERE + _WHO + [
         ("task", pa.int64()), ("exit_code", pa.int64()), ("signal", pa.int64()),

@@ -16,3 +16,13 @@ select rank, median(lag_ms) as lag_ms, count(*) as steps from step_lag
 group by rank
 having count(*) >= 3 and median(lag_ms) >= 250
    and median(lag_ms) > 3 * (select median(abs(lag_ms)) from step_lag) + 50;
+
+-- Where scripts log the time each step waited for data, a rank that waits far longer than the
+-- others is the slow one even when synchronous steps end together on every rank.
+insert into straggler_ranks
+with d as (select rank, median(data_s) as data_s, count(*) as steps from progress
+           where data_s is not null and rank is not null group by rank)
+select rank, round(data_s * 1000) as lag_ms, steps from d
+where steps >= 3 and data_s >= 0.1
+  and data_s > 3 * (select median(data_s) from d) + 0.05
+  and rank not in (select rank from straggler_ranks);

@@ -37,8 +37,6 @@ KNOWN_GAPS = {
     "tr-shape_mismatch-4": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
     "tr-shape_mismatch-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
     "tr-shape_mismatch-8": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
-    "tr-straggler-4": "step lines are logged after the all-reduce, the same moment on every rank: no per-rank lag to see",
-    "tr-straggler-8": "same",
     "generated stall-torchrun-nocoll-new-2.26.2": "no COLL lines: the killed-before-timeout ranks look as silent as the culprit",
 }
 SCORES: list[tuple] = []
