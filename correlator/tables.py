@@ -41,11 +41,12 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("seq", pa.int64()),
         ("op", pa.string()),            # upper-case op name (ALLREDUCE, BROADCAST, ...)
         ("numel_in", pa.int64()), ("numel_out", pa.int64()),
-        ("shape", pa.string()),         # DETAIL's TensorShape, e.g. "2, 512" (numel_in is its product)
         ("dtype", pa.string()),
         ("state", pa.string()),         # issued | timeout | last_enqueued | last_completed | lagging | mismatch | scheduled | started | completed
         ("timeout_ms", pa.int64()),
         ("ts", TS),
+        # Columns added after schema 1 go last: the store adds them to older databases in place.
+        ("shape", pa.string()),         # DETAIL's TensorShape, e.g. "2, 512" (numel_in is its product)
     ]),
     # PyTorch PG status at watchdog detection or dump: the last enqueued / completed SeqNum.
     "pg_status": pa.schema(_WHERE + _WHO + [
@@ -73,8 +74,8 @@ SCHEMAS: dict[str, pa.Schema] = {
     ]),
     # Training progress: step counters per rank.
     # data_s: seconds the rank waited for its input in that step, where the script logs it.
-    "progress": pa.schema(_WHERE + _WHO + [("step", pa.int64()), ("total", pa.int64()),
-                                           ("data_s", pa.float64()), ("ts", TS)]),
+    "progress": pa.schema(_WHERE + _WHO + [("step", pa.int64()), ("total", pa.int64()), ("ts", TS),
+                                           ("data_s", pa.float64())]),
     # How processes, tasks, containers and jobs ended.
     "exits": pa.schema(_WHERE + _WHO + [
         ("task", pa.int64()), ("exit_code", pa.int64()), ("signal", pa.int64()),

@@ -6,7 +6,9 @@ select e.*, case
     when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure') then 'own'
     when kind in ('gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed',
                   'nccl_net_error', 'watchdog_abort', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',
-                  'dump_signal', 'terminate_called') then 'collateral'
+                  'dump_signal', 'terminate_called', 'monitored_barrier_failed',
+                  'monitored_barrier_peer_error', 'desync_lagging_never_joined', 'desync_lagging_unfinished',
+                  'desync_lagging_not_joined') then 'collateral'
     end as error_class
 from events e where rank is not null;
 

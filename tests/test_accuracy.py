@@ -22,12 +22,7 @@ UNDECIDABLE = {
 # Known gaps, kept visible (xfail, not skipped): each names what the analysis lacks today.
 KNOWN_GAPS = {
     "slurm-collective_mismatch": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
-    "slurm-missing_collective_debug_detail": "DETAIL mismatch of a skipped collective read as a mismatch, not a skip",
-    "tr-crash_exception-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
-    "tr-missing_collective-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
-    "tr-rank0_only_collective-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
-    "tr-stalled_rank-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
-    "tr-op_order_mismatch-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
+    "tr-op_order_mismatch-4-detail": "every rank stops at the diverging collective: a swapped pair and a skipped op look the same",
     "tr-missing_collective-4-fr": "FR seq shift across a skipped all_reduce read as a split, not a skip",
     "tr-op_order_mismatch-4": "gloo op-order mismatch without DETAIL: no sequence to compare",
     "tr-op_order_mismatch-4-fr": "every rank stops at the diverging collective: a swapped pair and a skipped op look the same",
@@ -35,7 +30,6 @@ KNOWN_GAPS = {
     "slurm-stalled_rank_no_timeout": "no timeout set: every rank is silent until TIME LIMIT; nothing yet tells the stalled one",
     "tr-bn_eval_desync-4": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
     "tr-shape_mismatch-4": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
-    "tr-shape_mismatch-4-detail": "torch 2.13 gloo + DETAIL: every rank exits -11 before the fault",
     "tr-shape_mismatch-8": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
     "generated stall-torchrun-nocoll-new-2.26.2": "no COLL lines: the killed-before-timeout ranks look as silent as the culprit",
 }

@@ -143,7 +143,8 @@ def test_failed_ingest_rolls_back_and_keeps_the_previous_version(db, tmp_path):
 
 def test_store_tables_match_the_arrow_schemas(db, tmp_path):
     """Guards against editing tables.py without a migration."""
-    duck_type = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.timestamp("us", tz="UTC"): "TIMESTAMP WITH TIME ZONE",
+    duck_type = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE",
+                 pa.timestamp("us", tz="UTC"): "TIMESTAMP WITH TIME ZONE",
                  pa.list_(pa.string()): "VARCHAR[]"}
     store.ingest(make_analysis(tmp_path / "a", "1"), db)
     for name in TABLES:
