@@ -55,11 +55,12 @@ def _hosts_of(con, ranks: list[int]) -> list[str]:
 
 
 def first_stalled(con, verdict: Verdict) -> dict | None:
-    row = _rows(con, "select * from first_stalled")
-    if row:
+    row = _rows(con, """select s.*, coalesce(s.host, f.host) as any_host, coalesce(s.last_seen, f.last_seen) as seen
+                        from first_stalled s left join rank_facts f using (rank)""")
+    if row:  # a rank with no collective at all is still named, with what else its logs show
         r = row[0]
-        return {"rank": r["rank"], "host": r["host"], "pg": r["pg"], "counter": r["counter"],
-                "last_seq": r["last_seq"], "last_op": r["last_op"], "last_seen": iso(r["last_seen"])}
+        return {"rank": r["rank"], "host": r["any_host"], "pg": r["pg"], "counter": r["counter"],
+                "last_seq": r["last_seq"], "last_op": r["last_op"], "last_seen": iso(r["seen"])}
     if verdict.kind not in ("rank_stalled", "rank_crashed", "rank_exited_early", "missing_collective") or not verdict.culprit_ranks:
         return None
     # No sequence numbers: the culprit's last progress step stands for how far it got.

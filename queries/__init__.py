@@ -24,6 +24,9 @@ def run(con: duckdb.DuckDBPyConnection, name: str, **params: str) -> None:
 
 # The stages of the analysis, in order: (query, table parameters).
 STAGES = (
+    ("year_of_undated", {}),
+    *(("apply_year_shift", {"table": t}) for t in ("collectives", "progress", "exits", "pg_status", "desync", "mismatches", "comms")),
+    ("apply_year_shift_events", {}),
     ("identity", {}),
     ("task_is_rank", {}),
     *(("apply_identity", {"table": t}) for t in ("events", "progress", "exits", "collectives", "pg_status", "desync", "mismatches")),

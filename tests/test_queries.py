@@ -102,3 +102,16 @@ def test_injected_skew_is_recovered(tmp_path, launcher, host, skew):
     offset = report["clock"]["offsets_ms"][host]
     assert abs(offset - skew * 1000) <= report["clock"]["uncertainty_ms"][host]
     assert report["verdict"]["culprit_ranks"] == truth["culprit_ranks"]
+
+
+def test_year_less_times_take_the_year_of_dated_lines(con):
+    # A c10 line parsed with the year of a fresh checkout's mtime (2031), beside a dated line of 2026.
+    con.execute("insert into events (file, line, host, ts, ts_inferred, kind) values "
+                "('r0.log', 1, 'n1', timestamptz '2026-11-29 10:00:00+00', 'zone', 'python_logging'), "
+                "('r0.log', 2, 'n1', timestamptz '2031-11-29 10:00:05+00', 'year,zone', 'c10'), "
+                "('r0.log', 3, 'n1', timestamptz '2031-11-29 10:00:05+00', 'carried', 'other')")
+    con.execute("insert into collectives (file, line, ts, counter, seq) values ('r0.log', 2, timestamptz '2031-11-29 10:00:05+00', 'pg_seq', 1)")
+    queries.run_all(con)
+    years = [r[0] for r in con.execute("select year(ts) from events order by line").fetchall()]
+    assert years == [2026, 2026, 2026]
+    assert con.execute("select year(ts) from collectives").fetchone() == (2026,)
