@@ -71,6 +71,7 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "has_progress": _one(con, "select count(*) > 0 from progress"),
         "has_exits": _one(con, "select count(*) > 0 from exits"),
         "ranks_seen": _one(con, "select count(*) from world"),
+        "seq_ranks": _one(con, "select count(distinct rank) from last_seq"),
         "idle_s": _one(con, "select round(epoch(idle)) from progress_gap"),
         "straggler_lag": _one(con, "select round(max(lag_ms)) from straggler_ranks"),
     }
@@ -80,16 +81,21 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
 
 def _missing_facts(f: dict) -> list[str]:
     missing = []
+    rerun = ("rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL (and TORCH_CPP_LOG_LEVEL=INFO), "
+             "NCCL_DEBUG_SUBSYS=COLL, or Flight Recorder dumps (TORCH_FR_BUFFER_SIZE) from every rank")
     if not f["has_seq"]:
-        missing.append("per-rank collective sequence numbers: rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL "
-                       "(and TORCH_CPP_LOG_LEVEL=INFO), NCCL_DEBUG_SUBSYS=COLL, or Flight Recorder dumps "
-                       "(TORCH_FR_BUFFER_SIZE) from every rank")
+        missing.append(f"per-rank collective sequence numbers: {rerun}")
+    elif f["seq_ranks"] < (f["nranks"] or 0):
+        missing.append(f"the last collective of every rank: only {f['seq_ranks']} of {f['nranks']} ranks reported one "
+                       f"(watchdogs report only the ranks they fired on); {rerun}")
     if not f["has_exits"]:
         missing.append("how each rank's process ended: the launcher's summary (torchrun ChildFailedError, srun errors) or scheduler accounting")
     if not f["has_progress"]:
         missing.append("per-rank progress lines (step counters with timestamps)")
     if not f["ranks_seen"]:
         missing.append("any line that names a rank: per-rank logs or a launcher prefix ([default0]:, srun --label)")
+    # Whatever else is there, where each rank stood during the hang decides most cases.
+    missing.append("a stack dump of every rank taken during the hang (py-spy dump --pid PID, or faulthandler on SIGTERM)")
     return missing
 
 

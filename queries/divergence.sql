@@ -52,9 +52,10 @@ with g as (
         exists (select 1 from seq_groups s where s.pg = mi.pg and s.counter = mi.counter and s.seq = mi.seq + 1
                   and list_has_all(s.ranks, ma.ranks) and s.op = mi.op
                   and s.numel is not distinct from mi.numel and s.dtype is not distinct from mi.dtype)
+          as ahead_seen,
         -- the others never reached the next seq (the runtime stopped them): the program's own
         -- history says the minority's op is the one that follows the majority's
-        or (not exists (select 1 from seq_groups s where s.pg = mi.pg and s.counter = mi.counter and s.seq = mi.seq + 1
+        (not exists (select 1 from seq_groups s where s.pg = mi.pg and s.counter = mi.counter and s.seq = mi.seq + 1
                           and list_has_all(s.ranks, ma.ranks))
             and exists (select 1 from seq_groups a join seq_groups b
                           on b.pg = a.pg and b.counter = a.counter and b.seq = a.seq + 1 and b.ranks = a.ranks
@@ -62,7 +63,7 @@ with g as (
                           and list_has_all(a.ranks, ma.ranks) and list_has_all(a.ranks, mi.ranks)
                           and a.op = ma.op and a.numel is not distinct from ma.numel and a.dtype is not distinct from ma.dtype
                           and b.op = mi.op and b.numel is not distinct from mi.numel and b.dtype is not distinct from mi.dtype))
-          as ahead,
+          as ahead_by_history,
         -- the minority issued one extra: the others' op comes next on the minority
         exists (select 1 from seq_groups s where s.pg = mi.pg and s.counter = mi.counter and s.seq = mi.seq + 1
                   and list_has_all(s.ranks, mi.ranks) and s.op = ma.op
@@ -71,4 +72,7 @@ with g as (
     from (select * from g where small = 1 and groups = 2) mi
     join (select * from g where big = 1 and groups = 2) ma using (pg, counter, seq)
 )
-select pg, counter, seq, unnest(ranks) as rank from pairs where ahead <> extra;
+-- `seen`: the next seq shows the shift; otherwise only the history suggests it, and a swapped
+-- pair of ops would look the same.
+select pg, counter, seq, unnest(ranks) as rank, ahead_seen or extra as seen
+from pairs where (ahead_seen or ahead_by_history) <> extra;

