@@ -4,7 +4,16 @@ create or replace temp table collateral as
 select rank, kind, min(aligned_ts) as time, arg_min(file, coalesce(aligned_ts, timestamp '2999-01-01')) as file,
        arg_min(line, coalesce(aligned_ts, timestamp '2999-01-01')) as line, arg_min(text, coalesce(aligned_ts, timestamp '2999-01-01')) as text
 from timeline_events
-where kind in ('gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed', 'nccl_net_error',
-               'watchdog_abort', 'gloo_size_mismatch', 'terminate_called', 'dump_signal', 'pg_status', 'pg_status_v23')
-   or kind ilike 'torchelastic%' or kind ilike 'slurm%' or kind ilike 'srun%' or kind ilike 'child_failed%'
+where kind in (
+    -- other ranks: waiting, losing their peer, aborting
+    'gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed', 'nccl_net_error',
+    'watchdog_abort', 'gloo_size_mismatch', 'terminate_called', 'dump_signal', 'pg_status', 'pg_status_v23',
+    'monitored_barrier_peer_error', 'fatal_python_error',
+    -- the launcher: failed workers, the SIGTERMs it sent, its "Root Cause"
+    'torchelastic_worker_exit', 'torchelastic_worker_signaled', 'torchelastic_closing_worker',
+    'torchelastic_death_signal', 'torchelastic_summary',
+    -- the scheduler: task exits, cancellations, time limits, memory kills
+    'srun_task_exit', 'srun_task_signal', 'srun_step_end', 'slurm_cancelled', 'slurm_step_failed',
+    'slurm_task_signal', 'slurmctld_time_limit', 'slurm_memory_limit', 'slurm_job_memory_limit', 'slurm_oom_kill',
+    'slurm_kill_job', 'k8s_terminated_reason', 'k8s_pytorchjob_failed', 'k8s_jobset_failed')
 group by rank, kind;

@@ -14,6 +14,7 @@ from .sanitize import clean, clean_line
 
 CELL_LIMIT = 240
 INLINE_LIMIT = 8  # names listed inside a sentence before "+N more"
+DETAIL_LIMIT = 72  # characters of a log line quoted in a table cell (the evidence section has it whole)
 UNKNOWN = "—"
 
 
@@ -119,8 +120,11 @@ def _first_stalled_text(stalled: dict) -> str:
     where = f"rank {clean_line(stalled.get('rank'))}"
     if stalled.get("host"):
         where += f" ({clean_line(stalled.get('host'))})"
-    after = _collective_text(stalled.get("pg"), stalled.get("last_seq"), stalled.get("last_op"))
-    text = f"{where}, last collective {after}"
+    if stalled.get("counter") == "progress_step":  # no sequence numbers: how far its steps got
+        text = f"{where}, last step {_value(stalled.get('last_seq'))}"
+    else:
+        after = _collective_text(stalled.get("pg"), stalled.get("last_seq"), stalled.get("last_op"))
+        text = f"{where}, last collective {after}"
     if stalled.get("last_seen"):
         text += f", last seen {clean_line(stalled.get('last_seen'))}"
     return text
@@ -249,7 +253,7 @@ def _collateral_section(report: dict, max_rows: int) -> Section:
         ranks = [i["rank"] for i in items if i.get("rank") is not None]
         where = _collective_text(pg or None, seq, None) if pg or seq is not None else UNKNOWN
         first = min((i.get("time") or "" for i in items), default="")
-        detail = next((clean_line(i.get("text"), CELL_LIMIT) for i in items if i.get("text")), "")
+        detail = next((clean_line(i.get("text"), DETAIL_LIMIT) for i in items if i.get("text")), "")
         rows.append([kind, compress(ranks) or UNKNOWN, str(len(items)), where, clean_line(first) or UNKNOWN, detail])
     table = _table(["kind", "ranks", "count", "at", "first time", "detail"], rows, max_rows, "kinds")
     return Section("Collateral (consequences, not causes)", tables=[("", table)] if rows else [])
