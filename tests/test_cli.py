@@ -1,0 +1,74 @@
+"""Every command of the README, end to end through the CLI, on a bundled real sample."""
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from correlator.cli import app
+
+SAMPLE = str(Path(__file__).parent.parent / "samples" / "tr-stalled_rank-4" / "logs")
+runner = CliRunner()
+
+
+def run(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result
+
+
+def test_analyze_json_follows_the_contract():
+    result = run("analyze", SAMPLE, "--format", "json")
+    assert result.exit_code == 0
+    report = json.loads(result.stdout)
+    assert report["schema_version"] == 1
+    assert report["verdict"]["kind"] == "rank_stalled" and report["verdict"]["culprit_ranks"] == [2]
+    assert {"job", "verdict", "first_stalled", "divergence", "collateral", "timeline", "evidence", "clock",
+            "remediation"} <= set(report)
+    assert all(e["file"] and e["line"] for e in report["evidence"])
+
+
+@pytest.mark.parametrize("fmt,marker", [("terminal", "rank_stalled"), ("markdown", "## Verdict"), ("html", "<svg")])
+def test_analyze_other_formats(fmt, marker, tmp_path):
+    out = tmp_path / f"report.{fmt}"
+    assert run("analyze", SAMPLE, "--format", fmt, "--out", out).exit_code == 0
+    assert marker in out.read_text()
+
+
+def test_input_errors_exit_2_with_one_line(tmp_path):
+    for path in (tmp_path / "missing", tmp_path):
+        result = run("analyze", path)
+        assert result.exit_code == 2
+        assert result.output.strip().startswith("error:") and len(result.output.strip().splitlines()) == 1
+
+
+def test_timeline_filters_by_rank():
+    result = run("timeline", SAMPLE, "--rank", 2)
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0 and lines and all(" rank 2 " in line for line in lines)
+
+
+def test_parse_and_formats(tmp_path):
+    rows = [json.loads(l) for l in run("parse", SAMPLE, "--table", "progress", "--format", "json").stdout.splitlines()]
+    assert {r["rank"] for r in rows} == {0, 1, 2, 3}
+    out = tmp_path / "events.parquet"
+    assert run("parse", SAMPLE, "--format", "parquet", "--out", out).exit_code == 0 and out.stat().st_size > 0
+    assert "nccl_coll" in run("formats").stdout
+    assert run("parse", SAMPLE, "--table", "nope").exit_code == 2
+
+
+def test_history_commands_end_to_end(tmp_path):
+    db = tmp_path / "h.duckdb"
+    assert run("ingest", SAMPLE, "--db", db).exit_code == 0
+    assert run("ingest", SAMPLE, "--db", db).exit_code == 0          # replaces, no duplicate
+    csv = run("sql", "select job_id, kind from incidents", "--db", db, "--format", "csv").stdout
+    assert csv.splitlines() == ["job_id,kind", "tr-stalled_rank-4,rank_stalled"]
+    assert "tr-stalled_rank-4" in run("history", "--db", db).stdout
+    stored = json.loads(run("report", "tr-stalled_rank-4", "--db", db, "--format", "json").stdout)
+    assert stored["verdict"]["culprit_ranks"] == [2]
+    assert run("export", "--parquet", tmp_path / "pq", "--db", db).exit_code == 0
+    assert list((tmp_path / "pq" / "incidents").rglob("*.parquet"))
+
+
+def test_version():
+    assert run("--version").stdout.startswith("correlator ")
