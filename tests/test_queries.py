@@ -115,3 +115,10 @@ def test_year_less_times_take_the_year_of_dated_lines(con):
     years = [r[0] for r in con.execute("select year(ts) from events order by line").fetchall()]
     assert years == [2026, 2026, 2026]
     assert con.execute("select year(ts) from collectives").fetchone() == (2026,)
+
+
+def test_every_rule_has_a_remedy():
+    from correlator.verdict import remedies, rules
+    for rule in rules():
+        entry = remedies().get(rule.name) or remedies().get(rule.kind)
+        assert entry and all(r["action"] and r["verify"] for r in entry["remedy"]), rule.name

@@ -235,8 +235,11 @@ class _Chart:
 
     def stop_line(self, stalled: dict) -> str:
         x = self.x(_seconds(stalled["last_seen"]))
-        label = (f"stop point: rank {clean_line(stalled.get('rank'))} after "
-                 f"{_collective_label({'pg': stalled.get('pg'), 'seq': stalled.get('last_seq'), 'op': stalled.get('last_op')})}")
+        if stalled.get("counter") == "progress_step":  # no sequence numbers: how far its steps got
+            after = f"step {clean_line(stalled.get('last_seq'))}"
+        else:
+            after = _collective_label({"pg": stalled.get("pg"), "seq": stalled.get("last_seq"), "op": stalled.get("last_op")})
+        label = f"stop point: rank {clean_line(stalled.get('rank'))} after {after}"
         self.drawn.add("stop point")
         label = clean_line(label, 110)
         anchor = "end" if x + 6.5 * len(label) > WIDTH - RIGHT else "start"
