@@ -11,22 +11,13 @@ from typing import Optional
 import typer
 
 from . import __version__
+from .cli_common import ReportFormat as Format, fail as _fail
 from .pipeline import InputError, analyze as analyze_job, dumps
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
                   help="Post-mortem log correlator for distributed training failures.")
 
 
-class Format(str, Enum):
-    terminal = "terminal"
-    json = "json"
-    markdown = "markdown"
-    html = "html"
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
 
 
 def _progress(quiet: bool):

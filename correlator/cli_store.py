@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from correlator import store
+from correlator.cli_common import ReportFormat, fail as _fail
 
 DbOption = typer.Option(None, "--db", help="History database (default: $CORRELATOR_DB, else $XDG_DATA_HOME/correlator/history.duckdb).")
 
@@ -27,16 +28,6 @@ class SqlFormat(str, Enum):
     json = "json"
 
 
-class ReportFormat(str, Enum):
-    json = "json"
-    markdown = "markdown"
-    html = "html"
-    terminal = "terminal"
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
 
 
 @contextmanager
