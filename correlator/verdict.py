@@ -66,7 +66,8 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "stalled_pg": _one(con, "select pg from first_stalled"),
         "stalled_seq": _one(con, "select last_seq from first_stalled"),
         "own_error": _one(con, "select text from rank_events where error_class = 'own' order by ts nulls last, file, line limit 1"),
-        "scheduler_note": _one(con, "select text from events where regexp_matches(text, 'CANCELLED|TIME LIMIT|Time limit|PREEMPT') order by ts nulls last limit 1"),
+        "scheduler_note": _one(con, "select text from exits where reason in ('time_limit', 'cancelled', 'preemption', "
+                                    "'node_failure', 'scancel', 'timeout') order by ts nulls last, source <> 'slurmstepd' limit 1"),
         "has_seq": _one(con, "select count(*) > 0 from last_seq"),
         "has_progress": _one(con, "select count(*) > 0 from progress"),
         "has_exits": _one(con, "select count(*) > 0 from exits"),
