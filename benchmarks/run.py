@@ -114,7 +114,7 @@ def print_row(row: dict, header: bool) -> None:
     c, g, n = row["correlator"], row["grep"], row.get("naive")
     ok = [c["kind"], sorted(c["culprits"] or [])] == [row["expected"][0], sorted(row["expected"][1])]
     cells = (row["scenario"], f"{row['mb']:.0f}", row["files"], f"{c['load']:.1f}", f"{g['wall_s']:.2f}",
-             f"{n['wall_s']:.1f}" if n else "-", f"{c['ingest_s']:.1f}", f"{row['mb'] / c['ingest_s']:.0f}",
+             f"{n['wall_s']:.1f}" if n else "-", f"{c['ingest_s']:.1f}", f"{row['mb'] / c['ingest_s']:.1f}",
              f"{c['verdict_s']:.1f}", f"{c['cpu_s']:.1f}", f"{c['rss_mb']:.0f}", f"{n['rss_mb']:.0f}" if n else "-",
              f"{c['verdict_s'] / g['wall_s']:.0f}x", f"{n['wall_s'] / c['verdict_s']:.1f}x" if n else "-",
              "yes" if ok else f"no: {c['kind']} {c['culprits']}")

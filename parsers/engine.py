@@ -235,6 +235,8 @@ def _literals_present(text: pl.Series, specs: tuple[FormatSpec, ...]) -> set[str
     """The specs' literals found anywhere in `text`, in one Aho-Corasick pass: a spec whose
     literal is absent from the batch is skipped without looking at a line."""
     literals = sorted({s.literal for s in specs if s.literal})
+    if not literals:
+        return set()
     found = text.str.extract_many(literals, overlapping=True).explode().drop_nulls().unique()
     return set(found.to_list())
 
