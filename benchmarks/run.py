@@ -32,7 +32,6 @@ PYTHON = sys.executable
 class Scenario:
     name: str
     synth_args: tuple[str, ...]
-    naive: bool = True     # the naive loop is worth running (it only reads NCCL/c10/progress lines)
 
 
 SCENARIOS = {s.name: s for s in (
@@ -95,32 +94,32 @@ def run_scenario(scenario: Scenario, data: Path, repeat: int) -> list[dict]:
                "expected": [expected["kind"], expected["culprit_ranks"]]}
         grep = measure(["grep", "-rc", "opCount", str(logs)])
         row["grep"] = {k: grep[k] for k in ("wall_s", "cpu_s", "load")}
-        if scenario.naive:
-            naive = measure([PYTHON, str(HERE / "naive_parser.py"), str(logs)])
-            row["naive"] = {k: naive[k] for k in ("wall_s", "cpu_s", "rss_mb", "load")}
+        naive = measure([PYTHON, str(HERE / "naive_parser.py"), str(logs)])
+        row["naive"] = {k: naive[k] for k in ("wall_s", "cpu_s", "rss_mb", "load")}
         ours = measure([PYTHON, str(HERE / "correlator_run.py"), str(logs)])
         row["correlator"] = {k: ours[k] for k in ("wall_s", "cpu_s", "rss_mb", "load")} | json.loads(ours["stdout"])
         rows.append(row)
-        print_row(row, header=not rows[:-1] and scenario.name == _first[0])
+        print_row(row)
     return rows
 
 
-_first = [""]
 COLUMNS = ("scenario", "MB", "files", "load", "grep s", "naive s", "ingest s", "MB/s", "verdict s",
            "cpu s", "rss MB", "naive MB", "vs grep", "vs naive", "verdict ok")
 
 
-def print_row(row: dict, header: bool) -> None:
-    c, g, n = row["correlator"], row["grep"], row.get("naive")
+def print_header() -> None:
+    print(" | ".join(COLUMNS))
+    print(" | ".join("---" for _ in COLUMNS), flush=True)
+
+
+def print_row(row: dict) -> None:
+    c, g, n = row["correlator"], row["grep"], row["naive"]
     ok = [c["kind"], sorted(c["culprits"] or [])] == [row["expected"][0], sorted(row["expected"][1])]
     cells = (row["scenario"], f"{row['mb']:.0f}", row["files"], f"{c['load']:.1f}", f"{g['wall_s']:.2f}",
-             f"{n['wall_s']:.1f}" if n else "-", f"{c['ingest_s']:.1f}", f"{row['mb'] / c['ingest_s']:.1f}",
-             f"{c['verdict_s']:.1f}", f"{c['cpu_s']:.1f}", f"{c['rss_mb']:.0f}", f"{n['rss_mb']:.0f}" if n else "-",
-             f"{c['verdict_s'] / g['wall_s']:.0f}x", f"{n['wall_s'] / c['verdict_s']:.1f}x" if n else "-",
+             f"{n['wall_s']:.1f}", f"{c['ingest_s']:.1f}", f"{row['mb'] / c['ingest_s']:.1f}",
+             f"{c['verdict_s']:.1f}", f"{c['cpu_s']:.1f}", f"{c['rss_mb']:.0f}", f"{n['rss_mb']:.0f}",
+             f"{c['verdict_s'] / g['wall_s']:.0f}x", f"{n['wall_s'] / c['verdict_s']:.2f}x",
              "yes" if ok else f"no: {c['kind']} {c['culprits']}")
-    if header:
-        print(" | ".join(COLUMNS))
-        print(" | ".join("---" for _ in COLUMNS))
     print(" | ".join(str(x) for x in cells), flush=True)
 
 
@@ -136,8 +135,8 @@ def main() -> None:
             print(s.name, " ".join(s.synth_args))
         return
     args.data.mkdir(parents=True, exist_ok=True)
-    _first[0] = args.scenarios[0]
     print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}, load {os.getloadavg()[0]:.1f}")
+    print_header()
     results = []
     for name in args.scenarios:
         results.extend(run_scenario(SCENARIOS[name], args.data, args.repeat))
