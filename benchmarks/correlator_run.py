@@ -25,7 +25,7 @@ def main(job_dir: str) -> dict:
     verdict = analysis.report.get("verdict", {})
     return {"import_s": t0 - started, "ingest_s": ingested.get("at", t1) - t0, "verdict_s": t1 - t0,
             "kind": verdict.get("kind"), "culprits": verdict.get("culprit_ranks"),
-            "events": analysis.tables["events"].num_rows, "collectives": analysis.tables["collectives"].num_rows}
+            "lines": analysis.report["job"]["lines"], "lines_unparsed": analysis.report["job"]["lines_unparsed"]}
 
 
 if __name__ == "__main__":

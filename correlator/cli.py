@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from functools import partial
 import sys
 from enum import Enum
 from pathlib import Path
@@ -59,7 +60,7 @@ def analyze(
     fmt = format or (Format.terminal if sys.stdout.isatty() and not out else Format.json)
     bar, on_file = _progress(quiet)
     try:
-        analysis = analyze_job(job_dir, on_file=on_file)
+        analysis = analyze_job(job_dir, on_file=on_file, keep_tables=db is not None)
     except InputError as e:
         raise _fail(str(e))
     finally:
@@ -194,7 +195,7 @@ def render(report: dict, fmt: str) -> str:
 
 def _register_store() -> None:
     from .cli_store import register
-    register(app, analyze_job)
+    register(app, partial(analyze_job, keep_tables=True))
 
 
 _register_store()

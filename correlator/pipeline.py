@@ -3,16 +3,18 @@ queries -> verdict -> report. Nothing else lives here."""
 from __future__ import annotations
 
 import json
+import os
 import tempfile
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
 
-from parsers.files import FileResult, parse_sources
+from parsers.files import FileResult, GroupResults, parse_sources
 from parsers.reader import MAX_LINE
 from parsers.slurm import expand_task_ranges
 
@@ -21,6 +23,7 @@ from .tables import SCHEMAS
 
 # Above this many input bytes the job's tables live in a temporary DuckDB file, not in memory.
 SPILL_BYTES = 512 << 20
+MEMORY_LIMIT = os.environ.get("CORRELATOR_MEMORY_LIMIT", "1GB")
 GROUP_BYTES = 8 << 20      # files parsed together in one engine pass...
 GROUP_FILES = 512          # ...up to this many
 
@@ -45,10 +48,12 @@ class Parsed:
 
 
 def _connect(total_bytes: int) -> tuple[duckdb.DuckDBPyConnection, tempfile.TemporaryDirectory | None]:
-    if total_bytes < SPILL_BYTES:
-        return duckdb.connect(), None
+    """In memory for small jobs; a temporary file for big ones. Either way DuckDB may use at most
+    MEMORY_LIMIT and spills the rest to a temporary directory (its default is 80% of the RAM)."""
     workdir = tempfile.TemporaryDirectory(prefix="correlator-")
-    return duckdb.connect(str(Path(workdir.name, "job.duckdb"))), workdir
+    path = ":memory:" if total_bytes < SPILL_BYTES else str(Path(workdir.name, "job.duckdb"))
+    con = duckdb.connect(path, config={"memory_limit": MEMORY_LIMIT, "temp_directory": workdir.name})
+    return con, workdir
 
 
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -98,10 +103,10 @@ def _insert(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
     con.unregister("_rows")
 
 
-def _insert_results(con: duckdb.DuckDBPyConnection, results: list[FileResult]) -> None:
+def _insert_results(con: duckdb.DuckDBPyConnection, results: GroupResults) -> None:
     """One insert per table for a whole group: a DuckDB insert costs milliseconds however small
     it is, so 10,000 tiny files inserted one by one would take minutes."""
-    parts: dict[str, list[pa.Table]] = {}
+    parts: dict[str, list[pa.Table]] = {name: list(tables) for name, tables in results.group_tables.items()}
     for result in results:
         for name, tables in result.tables.items():
             parts.setdefault(name, []).extend(tables)
@@ -122,13 +127,12 @@ def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], Non
     create_tables(con)
     parsed = Parsed(con, list(skipped), workdir)
     done = 0
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for results in pool.map(parse_sources, _groups(sources)):
-            _insert_results(con, results)
-            parsed.skipped += [Skipped(r.path, r.skip_reason, r.stats.bytes) for r in results if r.skip_reason]
-            done += len(results)
-            if on_file:
-                on_file(done, len(sources))
+    for results in _parse_groups(_groups(sources), workers):
+        _insert_results(con, results)
+        parsed.skipped += [Skipped(r.path, r.skip_reason, r.stats.bytes) for r in results if r.skip_reason]
+        done += len(results)
+        if on_file:
+            on_file(done, len(sources))
     if skipped:
         rows = [{"path": s.path, "skip_reason": s.reason} for s in skipped]
         _insert(con, "files", pa.Table.from_pylist(rows, schema=SCHEMAS["files"]))
@@ -136,6 +140,19 @@ def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], Non
         _close(parsed)
         raise InputError(_nothing_to_read(job_dir, len(sources), parsed.skipped))
     return parsed
+
+
+def _parse_groups(groups: Iterable[list[Source]], workers: int) -> Iterator[GroupResults]:
+    """Groups parsed in parallel, in order, with a bounded number in flight: memory is bounded
+    by a few groups, not by the job."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        in_flight: deque = deque()
+        for group in groups:
+            in_flight.append(pool.submit(parse_sources, group, False))
+            if len(in_flight) > 2 * workers:
+                yield in_flight.popleft().result()
+        while in_flight:
+            yield in_flight.popleft().result()
 
 
 def _has_rows(con: duckdb.DuckDBPyConnection) -> bool:
@@ -189,12 +206,14 @@ def decide_and_report(parsed: Parsed, job_dir: Path):
     return job_id, decided, assemble.build(parsed.con, decided, job_id, job_dir)
 
 
-def analyze(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None) -> Analysis:
-    """The whole analysis of one job directory."""
+def analyze(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None,
+            keep_tables: bool = False) -> Analysis:
+    """The whole analysis of one job directory. The job's tables come along only when asked for
+    (to store them): copied out of DuckDB they would cost as much memory as the logs."""
     job_dir = Path(job_dir)
     parsed = parse_job(job_dir, workers, on_file)
     try:
         job_id, _, report = decide_and_report(parsed, job_dir)
-        return Analysis(job_dir, job_id, tables_of(parsed.con), report)
+        return Analysis(job_dir, job_id, tables_of(parsed.con) if keep_tables else {}, report)
     finally:
         _close(parsed)

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from functools import cache
 
 import polars as pl
+import pyarrow as pa
 
 from .spec import LINE_COLUMNS, FormatSpec, by_layer
 
@@ -282,6 +283,25 @@ def frame(lines: pl.Series, first_line: int, ctx: FileContext) -> pl.DataFrame:
     """The input of parse_frame for one file's lines; frames of many files can be concatenated."""
     return pl.DataFrame({"text": lines}).with_columns(
         line=pl.int_range(first_line, first_line + len(lines), dtype=pl.Int64), **context_columns(ctx))
+
+
+def group_frame(parts: list[tuple[pa.Array, int, FileContext]]) -> pl.DataFrame:
+    """One parse_frame input for the batches of many files, built in one go: a frame per small
+    file costs more than parsing it."""
+    sizes = [len(lines) for lines, _, _ in parts]
+    contexts = pl.DataFrame({
+        "file": [c.path for _, _, c in parts], "hint_host": [c.host for _, _, c in parts],
+        "hint_rank": [c.rank for _, _, c in parts], "hint_local_rank": [c.local_rank for _, _, c in parts],
+        "year": [c.year for _, _, c in parts], "ref_mmdd": [c.ref_mmdd for _, _, c in parts],
+        "first": [first for _, first, _ in parts], "_n": sizes,
+    }, schema={"file": pl.String, "hint_host": pl.String, "hint_rank": pl.Int64, "hint_local_rank": pl.Int64,
+               "year": pl.Int32, "ref_mmdd": pl.Int32, "first": pl.Int64, "_n": pl.Int64})
+    expanded = contexts.select(pl.all().repeat_by(pl.col("_n")).explode()).filter(pl.col("_n").is_not_null())
+    text = pl.Series("text", pa.chunked_array([lines for lines, _, _ in parts], pa.large_string()), dtype=pl.String)
+    return expanded.with_columns(
+        text=text,
+        line=pl.col("first") + pl.int_range(0, pl.len(), dtype=pl.Int64).over("file", "first"),
+    ).select("text", "line", "file", "hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd")
 
 
 def parse_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:

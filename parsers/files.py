@@ -15,7 +15,7 @@ import pyarrow as pa
 from correlator.discover import Source, read_head, sniff
 from correlator.tables import conform
 
-from .engine import FileContext, frame, parse_frame
+from .engine import FileContext, group_frame, parse_frame
 from .multiline import carry_time, mark_tracebacks
 from .reader import ReadStats, iter_batches
 
@@ -58,7 +58,26 @@ def register(parser: WholeFileParser) -> WholeFileParser:
     return parser
 
 
-def _rows_for_tables(df: pl.DataFrame, emitted: list, results: dict[str, "FileResult"]) -> None:
+class Sink:
+    """Where line-derived rows go: per file (result.tables, for callers that look at one file), or
+    per group of files (the pipeline inserts a group at once; rows carry their file anyway, and
+    splitting them per file costs more than parsing small files)."""
+
+    def __init__(self, results: dict[str, "FileResult"], per_file: bool):
+        self.results, self.per_file = results, per_file
+        self.tables: dict[str, list[pa.Table]] = {}
+
+    def add(self, name: str, rows: pl.DataFrame) -> None:
+        if rows.is_empty():
+            return
+        if not self.per_file:
+            self.tables.setdefault(name, []).append(conform(name, rows.to_arrow()))
+            return
+        for (path,), part in rows.partition_by("file", as_dict=True).items():
+            self.results[path].add(name, part.to_arrow())
+
+
+def _rows_for_tables(df: pl.DataFrame, emitted: list, sink: Sink) -> None:
     """Join each spec's rows with the resolved line columns and add them to their table."""
     keys = df.select("idx", *LINE_KEYS)
     for spec, rows in emitted:
@@ -67,35 +86,30 @@ def _rows_for_tables(df: pl.DataFrame, emitted: list, results: dict[str, "FileRe
         joined = rows.join(keys, on="idx", how="left", suffix="_line")
         both = [c for c in LINE_KEYS if f"{c}_line" in joined.columns]
         joined = joined.with_columns(pl.coalesce(c, f"{c}_line").alias(c) for c in both)
-        joined = joined.drop("idx", *(f"{c}_line" for c in both))
-        for (path,), part in joined.partition_by("file", as_dict=True).items():
-            results[path].add(spec.table, part.to_arrow())
+        sink.add(spec.table, joined.drop("idx", *(f"{c}_line" for c in both)))
 
 
-def _parse_lines(df: pl.DataFrame, results: dict[str, "FileResult"]) -> None:
+def _parse_lines(parts: list, sink: Sink) -> None:
     """One engine pass over the lines of one or many files."""
     from .torchelastic import assemble_child_failed, mark_child_failed  # it registers itself here: import late
-    df, emitted = parse_frame(df)
+    df, emitted = parse_frame(group_frame(parts))
     df = carry_time(mark_child_failed(mark_tracebacks(df)))
-    _rows_for_tables(df, emitted, results)
-    summary = pl.from_arrow(assemble_child_failed(df))
-    for (path,), part in summary.partition_by("file", as_dict=True).items() if summary.height else ():
-        results[path].add("exits", part.to_arrow())
-    for (path,), part in df.select(EVENT_COLUMNS).partition_by("file", as_dict=True).items():
-        results[path].add("events", part.to_arrow())
+    _rows_for_tables(df, emitted, sink)
+    sink.add("exits", pl.from_arrow(assemble_child_failed(df)))
+    sink.add("events", df.select(EVENT_COLUMNS))
     # One group-by for all files: per file it would cost more than parsing a small file.
     for path, kind, count in df.group_by("file", "kind").len().iter_rows():
         if kind == UNPARSED:
-            results[path].unparsed += count
+            sink.results[path].unparsed += count
         else:
-            results[path].kinds.add(kind)
+            sink.results[path].kinds.add(kind)
 
 
-def _read_frames(src: Source, result: FileResult) -> Iterator[pl.DataFrame]:
+def _read_batches(src: Source, result: FileResult) -> Iterator[tuple]:
     ctx = FileContext.for_mtime(src.path, src.mtime, **src.hints)
     with src.open() as stream:
         for first, lines in iter_batches(stream, result.stats):
-            yield frame(pl.Series("text", lines, dtype=pl.String), first, ctx)
+            yield lines, first, ctx
 
 
 def _triage(src: Source, result: FileResult) -> bool:
@@ -119,29 +133,39 @@ def _triage(src: Source, result: FileResult) -> bool:
     return result.skip_reason is not None
 
 
-def parse_sources(sources: list[Source]) -> list[FileResult]:
+class GroupResults(list):
+    """The FileResults of a group, plus the group's line-derived rows when not split per file."""
+    group_tables: dict[str, list[pa.Table]]
+
+
+def parse_sources(sources: list[Source], per_file: bool = True) -> list[FileResult]:
     """Parse a group of files; small text files share one engine pass (the per-pass cost is
     paid once per group, not once per file), a large one is streamed in batches.
-    Never raises for bad input: what cannot be read is a skip reason or a read error."""
+    With per_file=False the line-derived rows of the whole group are on `.group_tables` of the
+    returned list instead of on each result. Never raises for bad input: what cannot be read is
+    a skip reason or a read error."""
     results = {s.path: FileResult(s.path, hints=s.hints, mtime=s.mtime) for s in sources}
-    pending: list[pl.DataFrame] = []
+    sink = Sink(results, per_file)
+    pending: list[tuple] = []
     pending_lines = 0
     for src in sources:
         result = results[src.path]
         if _triage(src, result):
             continue
         try:
-            for part in _read_frames(src, result):
+            for part in _read_batches(src, result):
                 pending.append(part)
-                pending_lines += part.height
+                pending_lines += len(part[0])
                 if pending_lines >= GROUP_LINES:
-                    _parse_lines(pl.concat(pending), results)
+                    _parse_lines(pending, sink)
                     pending, pending_lines = [], 0
         except Exception as e:  # keep what was parsed; the rest of the file is reported, not lost
             result.stats.error = f"parse error after line {result.stats.lines}: {type(e).__name__}: {e}"[:300]
     if pending:
-        _parse_lines(pl.concat(pending), results)
-    return list(results.values())
+        _parse_lines(pending, sink)
+    out = GroupResults(results.values())
+    out.group_tables = sink.tables
+    return out
 
 
 from . import flight_recorder  # noqa: E402,F401  (registers the Flight Recorder dump parser)
