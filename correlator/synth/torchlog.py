@@ -71,11 +71,7 @@ class C10Log:
             terminated = f"[Rank {pg.rank}] NCCL watchdog thread terminated with exception: {caught}"
             return (self.line(t_local, "E", "ProcessGroupNCCL.cpp:475", caught + desync_report)
                     + self.line(t_local, "E", "ProcessGroupNCCL.cpp:1425", status)
-                    + self.line(t_local, "E", "ProcessGroupNCCL.cpp:489", CORRUPTION)
-                    + self.line(t_local, "E", "ProcessGroupNCCL.cpp:495", TAKING_DOWN)
-                    + self.line(t_local, "E", "ProcessGroupNCCL.cpp:916", terminated)
-                    + "terminate called after throwing an instance of 'std::runtime_error'\n"
-                    + f"  what():  {terminated}\n")
+                    + self._old_abort(t_local, terminated))
         status = (f"{self.pg_prefix(pg)} failure detected by watchdog at work sequence id: {w.seq} "
                   f"PG status: last enqueued work: {last_enqueued}, last completed work: {last_completed}")
         terminated = f"{self.pg_prefix(pg)}Process group watchdog thread terminated with exception: {caught}"
@@ -89,6 +85,14 @@ class C10Log:
                 + "terminate called after throwing an instance of 'c10::DistBackendError'\n"
                 + f"  what():  {terminated}\n" + frames)
 
+    def _old_abort(self, t_local: float, terminated: str) -> str:
+        """torch <= ~2.1: the watchdog takes the process down with a std::runtime_error."""
+        return (self.line(t_local, "E", "ProcessGroupNCCL.cpp:489", CORRUPTION)
+                + self.line(t_local, "E", "ProcessGroupNCCL.cpp:495", TAKING_DOWN)
+                + self.line(t_local, "E", "ProcessGroupNCCL.cpp:916", terminated)
+                + "terminate called after throwing an instance of 'std::runtime_error'\n"
+                + f"  what():  {terminated}\n")
+
     def watchdog_nccl_error(self, t_local: float, pg: PgView, w: Work, nccl_version: str, last_error: str,
                             last_enqueued: int, last_completed: int) -> str:
         """What a rank prints when the watchdog finds an asynchronous NCCL error (remote/network)."""
@@ -96,11 +100,7 @@ class C10Log:
                  f"{NCCL_REMOTE_ERROR}\nLast error:\n{last_error}")
         if self.era == "old":
             terminated = f"[Rank {pg.rank}] NCCL watchdog thread terminated with exception: {error}"
-            return (self.line(t_local, "E", "ProcessGroupNCCL.cpp:489", CORRUPTION)
-                    + self.line(t_local, "E", "ProcessGroupNCCL.cpp:495", TAKING_DOWN)
-                    + self.line(t_local, "E", "ProcessGroupNCCL.cpp:916", terminated)
-                    + "terminate called after throwing an instance of 'std::runtime_error'\n"
-                    + f"  what():  {terminated}\n")
+            return self._old_abort(t_local, terminated)
         status = (f"{self.pg_prefix(pg)} failure detected by watchdog at work sequence id: {w.seq} "
                   f"PG status: last enqueued work: {last_enqueued}, last completed work: {last_completed}")
         terminated = f"{self.pg_prefix(pg)}Process group watchdog thread terminated with exception: {error}"
