@@ -1,8 +1,8 @@
 """Apply the format specs to a batch of lines, vectorised: polars string kernels over the whole
 batch, one pass per spec, no Python per line.
 
-`parse_batch` takes raw lines and returns typed rows for every table, keyed by table name, plus
-the per-line frame that becomes the `events` table.
+`parse_frame` takes the raw lines of one or many files (`group_frame`) and returns the per-line
+frame that becomes the `events` table plus the typed rows each message spec emits.
 """
 from __future__ import annotations
 
@@ -271,20 +271,6 @@ def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSp
     return df.with_columns(kind=kind, source=source), emitted
 
 
-def context_columns(ctx: FileContext) -> dict[str, pl.Expr]:
-    return {
-        "file": pl.lit(ctx.path), "hint_host": pl.lit(ctx.host, pl.String),
-        "hint_rank": pl.lit(ctx.rank, pl.Int64), "hint_local_rank": pl.lit(ctx.local_rank, pl.Int64),
-        "year": pl.lit(ctx.year, pl.Int32), "ref_mmdd": pl.lit(ctx.ref_mmdd, pl.Int32),
-    }
-
-
-def frame(lines: pl.Series, first_line: int, ctx: FileContext) -> pl.DataFrame:
-    """The input of parse_frame for one file's lines; frames of many files can be concatenated."""
-    return pl.DataFrame({"text": lines}).with_columns(
-        line=pl.int_range(first_line, first_line + len(lines), dtype=pl.Int64), **context_columns(ctx))
-
-
 def group_frame(parts: list[tuple[pa.Array, int, FileContext]]) -> pl.DataFrame:
     """One parse_frame input for the batches of many files, built in one go: a frame per small
     file costs more than parsing it."""
@@ -333,4 +319,4 @@ def parse_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
 
 def parse_batch(lines: pl.Series, first_line: int, ctx: FileContext) -> tuple[pl.DataFrame, list]:
     """parse_frame for the lines of one file."""
-    return parse_frame(frame(lines, first_line, ctx))
+    return parse_frame(group_frame([(lines.to_arrow(), first_line, ctx)]))
