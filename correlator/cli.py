@@ -25,8 +25,9 @@ def _progress(quiet: bool):
     """A progress callback drawing on stderr, only when stderr is a terminal."""
     if quiet or not sys.stderr.isatty():
         return None, None
+    from rich.console import Console
     from rich.progress import Progress
-    bar = Progress(transient=True, console=__import__("rich.console").console.Console(stderr=True))
+    bar = Progress(transient=True, console=Console(stderr=True))
     task = bar.add_task("parsing", total=None)
     bar.start()
     return bar, (lambda done, total: bar.update(task, completed=done, total=total))
