@@ -16,6 +16,7 @@ from functools import cache
 import polars as pl
 import pyarrow as pa
 
+from .multiline import join_partial_records
 from .spec import LINE_COLUMNS, FormatSpec, by_layer
 
 # ANSI CSI / OSC / two-byte escapes, then every other C0 control (tab kept) and DEL, C1 controls.
@@ -249,7 +250,7 @@ def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSp
     tried first, shrink the work of all the rare ones."""
     specs = by_layer("message")
     kind, source = df["kind"].clone(), df["source"].clone()
-    pending = df.select("idx", "text", "header")
+    pending = df.filter(pl.col("kind").is_null()).select("idx", "text", "header")
     present = _literals_present(pending["text"], specs)
     emitted = []
     for spec in specs:
@@ -303,7 +304,7 @@ def parse_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
         ts=pl.lit(None, pl.Datetime("us", "UTC")), ts_fmt=pl.lit(None, pl.String),
         **{c: pl.lit(None, _LINE_DTYPES[c]) for c in LINE_COLUMNS if c != "msg"},
     )
-    df = _apply_headers(_apply_wrappers(df))
+    df = _apply_headers(join_partial_records(_apply_wrappers(df)))
     df, emitted = _apply_messages(df)
     df = df.with_columns(
         host=pl.coalesce("host", "pdsh_host", "pod", "hint_host"),

@@ -63,3 +63,26 @@ def carry_time(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("carried")).otherwise(pl.col("ts_inferred")),
         ts=carried,
     )
+
+
+def join_partial_records(df: pl.DataFrame) -> pl.DataFrame:
+    """A CRI log splits a line longer than the runtime's buffer into `P` records ended by an `F`
+    record: the first record of each run gets the whole line; the others keep their own text and
+    the kind `cri_continuation`, so no byte is lost and nothing is matched twice."""
+    partial = pl.col("partial") == "P"
+    if not df.select(partial.any()).item():
+        return df
+    key = ["file", "stream"]
+    cri = df.filter(pl.col("partial").is_not_null()).select("idx", "line", *key, "partial", "text")
+    cri = cri.with_columns(
+        _start=(pl.col("partial").shift(1).over(key, order_by="line") != "P").fill_null(True),
+    ).with_columns(_run=pl.col("_start").cast(pl.Int64).cum_sum().over(key, order_by="line"))
+    whole = cri.group_by(*key, "_run").agg(pl.col("text").sort_by("line").str.join("").alias("_whole"))
+    cri = cri.join(whole, on=[*key, "_run"], how="left")
+    firsts = cri.filter(pl.col("_start")).select("idx", "_whole")
+    rest = cri.filter(~pl.col("_start")).select("idx")
+    return df.join(firsts, on="idx", how="left").with_columns(
+        text=pl.coalesce("_whole", "text"),
+        kind=pl.when(pl.col("idx").is_in(rest["idx"].implode())).then(pl.lit("cri_continuation"))
+        .otherwise(pl.col("kind")),
+    ).drop("_whole").sort("idx")

@@ -27,7 +27,7 @@ TYPES = ("str", "int", "hex", "upper", "float")
 
 # Columns a wrapper or header may set on a line (message fields go to their table instead).
 LINE_COLUMNS = (
-    "wrap_ts", "stream", "pod", "container", "tee_role", "tee_local_rank", "task", "mpi_rank", "pdsh_host",
+    "wrap_ts", "stream", "partial", "pod", "container", "tee_role", "tee_local_rank", "task", "mpi_rank", "pdsh_host",
     "ts_raw", "level", "host", "pid", "tid", "dev", "grank", "src", "jobstep", "msg",
 )
 

@@ -39,3 +39,17 @@ def test_every_format_has_samples_and_unique_names():
     names = [s.name for s in registry()]
     assert len(names) == len(set(names))
     assert all(s.samples for s in registry())
+
+
+def test_cri_partial_records_make_one_line():
+    """A line the container runtime split into P records is parsed whole, once; no byte is lost."""
+    lines = ["2026-11-29T21:09:01.000000001Z stderr P [rank3]:[E1129 21:09:01.857000123 ProcessGroupNCCL.cpp:632] "
+             "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLRE",
+             "2026-11-29T21:09:01.000000002Z stdout F step 3/10",
+             "2026-11-29T21:09:01.000000003Z stderr F DUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600060 "
+             "milliseconds before timing out."]
+    df, emitted = parse_batch(pl.Series(lines, dtype=pl.String), 1, CTX)
+    assert df["kind"].to_list() == ["watchdog_timeout", "progress", "cri_continuation"]
+    [timeout] = [rows for spec, rows in emitted if spec.name == "watchdog_timeout"]
+    assert timeout.select("seq", "op", "timeout_ms").row(0) == (12, "ALLREDUCE", 600000)
+    assert df["text"][2].startswith("DUCE")
