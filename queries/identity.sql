@@ -10,6 +10,15 @@ select host, pid, min(rank) as rank from (
     where nranks = (select max(nranks) from comms) and comm_id is not null
 ) group by host, pid having count(distinct rank) = 1;
 
+-- A pid alone, where it names one rank in the whole job: torchrun's failure table and its agent
+-- lines (`local_rank: L (pid: P)`, `Sending process P closing signal`) give pids, not hosts.
+create or replace temp table rank_by_pid_alone as
+select pid, min(rank) as rank from (
+    select pid, rank from processes where rank is not null and pid is not null
+    union all
+    select pid, rank from exits where source = 'torchelastic_summary' and rank is not null and pid is not null
+) group by pid having count(distinct rank) = 1;
+
 create or replace temp table rank_by_local as
 select local_rank, min(rank) as rank from processes
 where rank is not null and local_rank is not null
