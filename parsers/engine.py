@@ -250,13 +250,20 @@ def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSp
     tried first, shrink the work of all the rare ones."""
     specs = by_layer("message")
     kind, source = df["kind"].clone(), df["source"].clone()
-    pending = df.filter(pl.col("kind").is_null()).select("idx", "text", "header")
+    gates = {spec.in_files_with for spec in specs if spec.in_files_with}
+    pending = df.filter(pl.col("kind").is_null()).select(
+        "idx", "text", "header",
+        # a format that only makes sense inside its own report (generic lines like `Errors`)
+        *(pl.col("text").str.contains(g, literal=True).any().over("file").alias(f"_in:{g}") for g in gates),
+    ) if gates else df.filter(pl.col("kind").is_null()).select("idx", "text", "header")
     present = _literals_present(pending["text"], specs)
     emitted = []
     for spec in specs:
         if spec.literal and spec.literal not in present:
             continue
         free = pl.col("header").is_in(list(spec.headers)) if spec.headers else pl.lit(True)
+        if spec.in_files_with:
+            free = free & pl.col(f"_in:{spec.in_files_with}")
         matched = pending.select(_match(spec, pl.col("text"), free)).to_series()
         if not matched.any():
             continue

@@ -58,6 +58,7 @@ class FormatSpec:
     ts_format: str | None = None    # header/wrapper specs: how to read `ts_raw` / `wrap_ts`
     maps: dict = field(default_factory=dict)    # field -> {raw value: value}, e.g. severity letters
     min_share: float = 0.0          # wrappers: apply only if this share of a batch matches
+    in_files_with: str | None = None  # messages: only in files with a line containing this text
     priority: int = 100             # lower is tried first; ties keep file order
     samples: tuple = ()
 

@@ -17,11 +17,19 @@ def _isolated(spec, line):
 
 
 def _in_pipeline(spec, line):
-    """The line through every layer: the spec must win, and its emitted row carries the fields."""
-    df, emitted = parse_batch(pl.Series([line], dtype=pl.String), 1, CTX)
-    assert df["kind"][0] == spec.name, f"line went to {df['kind'][0]!r}"
-    rows = [r for s, r in emitted if s.name == spec.name]
-    return rows[0].row(0, named=True) if rows else {}
+    """The line through every layer: the spec must win, and its emitted row carries the fields.
+    A format gated on its report's own marker line gets that line first."""
+    lines = [spec.in_files_with, line] if spec.in_files_with else [line]
+    df, emitted = parse_batch(pl.Series(lines, dtype=pl.String), 1, CTX)
+    assert df["kind"][-1] == spec.name, f"line went to {df['kind'][-1]!r}"
+    rows = [r.filter(pl.col("idx") == len(lines) - 1) for s, r in emitted if s.name == spec.name]
+    return rows[0].row(0, named=True) if rows and rows[0].height else {}
+
+
+def test_report_only_formats_stay_in_their_report():
+    """`Errors` alone in an application log is not a RAS report section."""
+    df, _ = parse_batch(pl.Series(["Errors", "  12  3"], dtype=pl.String), 1, CTX)
+    assert df["kind"].to_list() == ["other", "other"]
 
 
 @pytest.mark.parametrize("spec,i,sample", CASES, ids=[f"{s.name}-{i}" for s, i, _ in CASES])
