@@ -310,3 +310,11 @@ def test_html_timeline_falls_back_to_events_without_per_rank_data():
 def test_unknown_format_is_an_error():
     with pytest.raises(ValueError):
         render({}, "pdf")
+
+
+def test_long_rank_lists_are_cut_with_a_count():
+    from correlator.report.ranges import compress
+    assert compress([0, 1, 2, 5, 7, 8, 9, 11]) == "0-2,5,7-9,11"
+    assert compress(range(0, 1000, 2), 30) == "0,2,4,6,8,10,12,14,16,18,20,22 … +488 more"
+    assert compress(range(512), 3) == "0-511"          # one range is never cut
+    assert compress([*range(512), 600], 3) == "0-511 … +1 more"

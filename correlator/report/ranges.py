@@ -4,9 +4,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
-def compress(ranks: Iterable[int]) -> str:
-    """Sorted, de-duplicated ranks as comma-separated ranges ("0-6,8-511"); "" when empty."""
+def compress(ranks: Iterable[int], limit: int | None = None) -> str:
+    """Sorted, de-duplicated ranks as comma-separated ranges ("0-6,8-511"); "" when empty.
+    With `limit`, ranges past that many characters become "… +N more" (N ranks)."""
     ordered = sorted({int(rank) for rank in ranks})
+    parts = _spans(ordered)
+    text = ",".join(parts)
+    if limit is None or len(text) <= limit:
+        return text
+    kept, shown = [], 0
+    for part in parts:
+        if kept and len(",".join(kept + [part])) > limit:
+            break
+        kept.append(part)
+        first, _, last = part.partition("-")
+        shown += int(last or first) - int(first) + 1
+    return f"{','.join(kept)} … +{len(ordered) - shown} more"
+
+
+def _spans(ordered: list[int]) -> list[str]:
     parts: list[str] = []
     start = previous = None
     for rank in ordered:
@@ -18,7 +34,7 @@ def compress(ranks: Iterable[int]) -> str:
         start = previous = rank
     if start is not None:
         parts.append(_span(start, previous))
-    return ",".join(parts)
+    return parts
 
 
 def _span(first: int, last: int) -> str:

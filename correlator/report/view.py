@@ -14,6 +14,7 @@ from .sanitize import clean, clean_line
 
 CELL_LIMIT = 240
 INLINE_LIMIT = 8  # names listed inside a sentence before "+N more"
+RANGES_LIMIT = 60  # characters of rank ranges in a table cell; the rest is counted ("… +N more")
 DETAIL_LIMIT = 72  # characters of a log line quoted in a table cell (the evidence section has it whole)
 UNKNOWN = "—"
 
@@ -96,7 +97,7 @@ def _verdict(report: dict, max_rows: int) -> Verdict:
     culprits = culprit_ranks(report)
     facts = []
     if culprits:
-        facts.append(("culprit ranks", compress(culprits)))
+        facts.append(("culprit ranks", compress(culprits, 3 * RANGES_LIMIT)))
     hosts = verdict.get("culprit_hosts") or []
     if hosts:
         facts.append(("culprit hosts", _capped_join(hosts, max_rows)))
@@ -133,7 +134,7 @@ def _first_stalled_text(stalled: dict) -> str:
 def _divergence_text(divergence: dict) -> str:
     groups = divergence.get("groups") or []
     op = next((g.get("op") for g in groups if g.get("op")), None)
-    sides = "; ".join(f"{compress(g.get('ranks') or []) or UNKNOWN}: {clean_line(g.get('op')) or 'never issued'}"
+    sides = "; ".join(f"{compress(g.get('ranks') or [], RANGES_LIMIT) or UNKNOWN}: {clean_line(g.get('op')) or 'never issued'}"
                       for g in groups[:4])
     more = f"; +{len(groups) - 4} more groups" if len(groups) > 4 else ""
     return f"{_collective_text(divergence.get('pg'), divergence.get('seq'), op)} ({sides}{more})"
@@ -196,7 +197,7 @@ def _pg_row(groups: list[dict], size: object, seq: object, op: object, ranks) ->
     label = compress(int(n) for n in names) if all(n.isdigit() for n in names) else _capped_join(names, 8)
     counters = sorted({clean_line(g.get("counter")) for g in groups})
     return [label, ", ".join(counters) or UNKNOWN, _value(size), _value(seq), clean_line(op) or UNKNOWN,
-            compress(ranks), str(len(set(ranks)))]
+            compress(ranks, RANGES_LIMIT), str(len(set(ranks)))]
 
 
 def _divergence_section(report: dict, max_rows: int) -> Section:
@@ -204,7 +205,7 @@ def _divergence_section(report: dict, max_rows: int) -> Section:
     if not divergence:
         return Section("Divergence")
     rows = [
-        [compress(g.get("ranks") or []), str(len(g.get("ranks") or [])),
+        [compress(g.get("ranks") or [], RANGES_LIMIT), str(len(g.get("ranks") or [])),
          clean_line(g.get("op")) or "never issued", _value(g.get("numel")), _value(g.get("dtype"))]
         for g in divergence.get("groups") or []
     ]
@@ -236,7 +237,7 @@ def _rank_states_section(report: dict, max_rows: int) -> Section:
     for (is_culprit, end, pg, seq, op), entries in ordered:
         last = _collective_text(pg, seq, op) if seq is not None or op else UNKNOWN
         last_seen = max((e.get("last_seen") or "" for e in entries), default="")
-        rows.append([compress(e["rank"] for e in entries), str(len(entries)), end, last,
+        rows.append([compress((e["rank"] for e in entries), RANGES_LIMIT), str(len(entries)), end, last,
                      clean_line(last_seen) or UNKNOWN, "culprit" if is_culprit else ""])
     table = _table(["ranks", "count", "end", "last collective", "last seen (latest)", "note"], rows, max_rows, "groups")
     return Section("Rank states", tables=[("", table)] if rows else [])
@@ -254,7 +255,7 @@ def _collateral_section(report: dict, max_rows: int) -> Section:
         where = _collective_text(pg or None, seq, None) if pg or seq is not None else UNKNOWN
         first = min((i.get("time") or "" for i in items), default="")
         detail = next((clean_line(i.get("text"), DETAIL_LIMIT) for i in items if i.get("text")), "")
-        rows.append([kind, compress(ranks) or UNKNOWN, str(len(items)), where, clean_line(first) or UNKNOWN, detail])
+        rows.append([kind, compress(ranks, RANGES_LIMIT) or UNKNOWN, str(len(items)), where, clean_line(first) or UNKNOWN, detail])
     table = _table(["kind", "ranks", "count", "at", "first time", "detail"], rows, max_rows, "kinds")
     return Section("Collateral (consequences, not causes)", tables=[("", table)] if rows else [])
 
