@@ -19,7 +19,8 @@ def compress(ranks: Iterable[int], limit: int | None = None) -> str:
         kept.append(part)
         first, _, last = part.partition("-")
         shown += int(last or first) - int(first) + 1
-    return f"{','.join(kept)} … +{len(ordered) - shown} more"
+    hidden = len(ordered) - shown
+    return f"{','.join(kept)} … +{hidden} more" if hidden else ",".join(kept)
 
 
 def _spans(ordered: list[int]) -> list[str]:
