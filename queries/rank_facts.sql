@@ -41,7 +41,12 @@ select w.rank,
        coalesce(x.exited_zero, false)
          or exists (select 1 from events e where e.rank = w.rank and e.kind = 'nccl_destroy' and e.text ilike '%Destroy%')
          as left_cleanly,
-       -- torchrun's failure summary lists every failed worker: a rank missing from it did not fail
-       exists (select 1 from exits where source = 'torchelastic_summary') and not coalesce(x.listed_failed, false)
+       -- torchrun's failure summary lists every failed worker: a rank missing from a summary
+       -- that lists (nearly) every other rank did not fail. (With several agents, each lists only
+       -- its own host's workers, so a short summary says nothing about the ranks it omits.)
+       exists (select 1 from exits where source = 'torchelastic_summary')
+         and not coalesce(x.listed_failed, false)
+         and (select count(distinct rank) from exits where source = 'torchelastic_summary')
+             >= (select n from world_size) - 2
          as absent_from_summary
 from world w left join rank_exits x using (rank);
