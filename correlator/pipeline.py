@@ -24,7 +24,7 @@ from .tables import SCHEMAS
 # Above this many input bytes the job's tables live in a temporary DuckDB file, not in memory.
 SPILL_BYTES = 512 << 20
 MEMORY_LIMIT = os.environ.get("CORRELATOR_MEMORY_LIMIT", "1GB")
-GROUP_BYTES = 8 << 20      # files parsed together in one engine pass...
+GROUP_BYTES = 32 << 20     # files parsed together in one engine pass...
 GROUP_FILES = 512          # ...up to this many
 
 
@@ -112,7 +112,7 @@ def _insert_results(con: duckdb.DuckDBPyConnection, results: GroupResults) -> No
             parts.setdefault(name, []).extend(tables)
     parts["files"] = [pa.Table.from_pylist([_file_row(r) for r in results], schema=SCHEMAS["files"])]
     for name, tables in parts.items():
-        _insert(con, name, pa.concat_tables(tables).combine_chunks())
+        _insert(con, name, pa.concat_tables(tables))
 
 
 def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None) -> Parsed:

@@ -15,6 +15,7 @@ import pyarrow as pa
 from correlator.discover import Source, read_head, sniff
 from correlator.tables import conform
 
+from .bulk import finish_bulk, take_bulk
 from .engine import FileContext, group_frame, parse_frame
 from .multiline import carry_time, mark_tracebacks
 from .reader import ReadStats, iter_batches
@@ -24,7 +25,7 @@ EVENT_COLUMNS = ("file", "line", "host", "pid", "rank", "local_rank", "source", 
 LINE_KEYS = ("file", "line", "host", "pid", "rank", "local_rank", "ts")
 UNPARSED = "other"           # the kind of a line no format recognised
 WHOLE_FILE_MAX = 256 << 20   # bytes a whole-file parser may read
-GROUP_LINES = 200_000        # lines parsed in one engine pass
+GROUP_LINES = 500_000        # lines parsed in one engine pass
 
 
 @dataclass
@@ -90,9 +91,10 @@ def _rows_for_tables(df: pl.DataFrame, emitted: list, sink: Sink) -> None:
 
 
 def _parse_lines(parts: list, sink: Sink) -> None:
-    """One engine pass over the lines of one or many files."""
+    """One engine pass over the lines of one or many files (the bulk lane's lines aside)."""
     from .torchelastic import assemble_child_failed, mark_child_failed  # it registers itself here: import late
-    df, emitted = parse_frame(group_frame(parts))
+    frame, bulk = take_bulk(group_frame(parts))
+    df, emitted = parse_frame(frame)
     df = carry_time(mark_child_failed(mark_tracebacks(df)))
     _rows_for_tables(df, emitted, sink)
     sink.add("exits", pl.from_arrow(assemble_child_failed(df)))
@@ -103,6 +105,12 @@ def _parse_lines(parts: list, sink: Sink) -> None:
             sink.results[path].unparsed += count
         else:
             sink.results[path].kinds.add(kind)
+    for spec, rows in bulk:
+        table, events = finish_bulk(spec, rows, df)
+        sink.add(spec.table, table)
+        sink.add("events", events.select(EVENT_COLUMNS))
+        for path in table["file"].unique():
+            sink.results[path].kinds.add(spec.name)
 
 
 def _read_batches(src: Source, result: FileResult) -> Iterator[tuple]:

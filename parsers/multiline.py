@@ -11,7 +11,7 @@ _EXCEPTION = r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|
 _FRAME = r'^  File "(?P<frame_file>[^"]*)", line (?P<frame_line>\d+), in (?P<frame_fn>.*)$'
 
 
-def _stream() -> pl.Expr:
+def stream_key() -> pl.Expr:
     """The stream a line came from: its file and the rank / tee / srun label / pod inside it."""
     return pl.format("{}|{}", pl.col("file"), pl.coalesce(
         pl.col("tee_local_rank").cast(pl.String), pl.col("task").cast(pl.String),
@@ -28,7 +28,7 @@ def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
     if not df.select(start.any()).item():
         return df
     indented = pl.col("text").str.starts_with("  ") | (pl.col("text") == "")
-    work = df.with_columns(_stream=_stream()).with_columns(
+    work = df.with_columns(_stream=stream_key()).with_columns(
         _block=start.cast(pl.Int64).cum_sum().over("_stream", order_by="line"),
     ).with_columns(
         _ends=(~indented & ~start).cast(pl.Int64).cum_sum().over(["_stream", "_block"], order_by="line"),
@@ -59,7 +59,7 @@ def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
 def carry_time(df: pl.DataFrame) -> pl.DataFrame:
     """Lines without a time of their own (traceback lines, C++ frames, bare NCCL lines) take the
     time of the last timed line of the same stream, flagged `carried` in ts_inferred."""
-    carried = pl.col("ts").forward_fill().over(_stream(), order_by="line")
+    carried = pl.col("ts").forward_fill().over(stream_key(), order_by="line")
     return df.with_columns(
         ts_inferred=pl.when(pl.col("ts").is_null() & carried.is_not_null())
         .then(pl.lit("carried")).otherwise(pl.col("ts_inferred")),

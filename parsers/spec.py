@@ -60,6 +60,7 @@ class FormatSpec:
     min_share: float = 0.0          # wrappers: apply only if this share of a batch matches
     in_files_with: str | None = None  # messages: only in files with a line containing this text
     priority: int = 100             # lower is tried first; ties keep file order
+    bulk: dict = field(default_factory=dict)    # messages: the bulk lane (parsers/bulk.py), see _check
     samples: tuple = ()
 
     @property
@@ -91,6 +92,9 @@ def _check(spec: FormatSpec) -> None:
     bad_types = {t for t in spec.types.values() if t not in TYPES}
     if bad_types:
         raise ValueError(f"{where}: unknown types {bad_types}")
+    if spec.bulk and not (spec.split is not None and spec.literal and spec.headers
+                          and {"after", "tokens", "keep_last_by"} <= set(spec.bulk)):
+        raise ValueError(f"{where}: `bulk` needs split, literal, headers and bulk.after/tokens/keep_last_by")
     if not spec.samples:
         raise ValueError(f"{where}: a format declares at least one sample line")
 
