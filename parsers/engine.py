@@ -233,42 +233,55 @@ _LINE_DTYPES = {c: pl.String for c in LINE_COLUMNS} | {
 }
 
 
-def _literals_present(text: pl.Series, specs: tuple[FormatSpec, ...]) -> set[str]:
-    """The specs' literals found anywhere in `text`, in one Aho-Corasick pass: a spec whose
-    literal is absent from the batch is skipped without looking at a line."""
+def _rows_by_literal(text: pl.Series, specs: tuple[FormatSpec, ...]) -> dict[str, pl.Series]:
+    """{literal: positions of the lines that contain it}, for the specs' literals, from one
+    Aho-Corasick pass: a spec with a literal then looks only at its own candidate lines, and one
+    whose literal is nowhere in the batch is skipped without looking at a line."""
     literals = sorted({s.literal for s in specs if s.literal})
-    if not literals:
-        return set()
-    found = text.str.extract_many(literals, overlapping=True).explode().drop_nulls().unique()
-    return set(found.to_list())
+    if not literals or text.is_empty():
+        return {}
+    found = pl.DataFrame({"found": text.str.extract_many(literals, overlapping=True)}).with_row_index("pos")
+    hits = found.explode("found").drop_nulls("found").unique(["found", "pos"])
+    parts = hits.partition_by("found", as_dict=True, include_key=False)
+    return {lit: part.to_series().cast(pl.Int64).sort() for (lit,), part in parts.items()}
 
 
 def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSpec, pl.DataFrame]]]:
     """Message specs, first match wins; each emits its rows (idx + fields + const).
 
-    Each spec reads only the lines no earlier spec took (`pending`), so the common kinds,
-    tried first, shrink the work of all the rare ones."""
+    A spec with a literal reads only the not-yet-taken lines that contain it; one without reads
+    every line no earlier spec took, so the common kinds, tried first, shrink the rare ones' work."""
     specs = by_layer("message")
     kind, source = df["kind"].clone(), df["source"].clone()
     gates = {spec.in_files_with for spec in specs if spec.in_files_with}
-    pending = df.filter(pl.col("kind").is_null()).select(
+    base = df.filter(pl.col("kind").is_null()).select(
         "idx", "text", "header",
         # a format that only makes sense inside its own report (generic lines like `Errors`)
         *(pl.col("text").str.contains(g, literal=True).any().over("file").alias(f"_in:{g}") for g in gates),
-    ) if gates else df.filter(pl.col("kind").is_null()).select("idx", "text", "header")
-    present = _literals_present(pending["text"], specs)
+    ).with_row_index("_pos")
+    candidates = _rows_by_literal(base["text"], specs)
+    taken = pl.Series("taken", [False] * base.height)
+    pending: pl.DataFrame | None = base   # base minus taken lines, rebuilt after a spec takes some
     emitted = []
     for spec in specs:
-        if spec.literal and spec.literal not in present:
-            continue
+        if spec.literal:
+            rows = candidates.get(spec.literal)
+            if rows is None:
+                continue
+            subject = base[rows].filter(~taken.gather(rows))
+        else:
+            pending = base.filter(~taken) if pending is None else pending
+            subject = pending
         free = pl.col("header").is_in(list(spec.headers)) if spec.headers else pl.lit(True)
         if spec.in_files_with:
             free = free & pl.col(f"_in:{spec.in_files_with}")
-        matched = pending.select(_match(spec, pl.col("text"), free)).to_series()
+        matched = subject.select(_match(spec, pl.col("text"), free)).to_series()
         if not matched.any():
             continue
-        hits = pending.filter(matched)
-        pending = pending.filter(~matched)
+        hits = subject.filter(matched)
+        positions = hits["_pos"]
+        taken.scatter(positions, True)
+        pending = None
         if spec.fields:
             hits = hits.with_columns(_parts(spec, pl.col("text")).alias(_PARTS))
         rows = hits.select("idx", **_values(spec, pl.col(_PARTS)))

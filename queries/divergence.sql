@@ -1,13 +1,21 @@
 -- The first collective where ranks disagree: per (pg, counter, seq), ranks grouped by what they
 -- issued (op, numel, dtype); a seq that some ranks issued and others never did also diverges.
+-- PyTorch's counters may say one seq twice per rank (DETAIL and the watchdog), one of them
+-- without op: one row per rank first. NCCL's COLL rows (millions) are whole and said once per
+-- rank (a tee'd copy is the same row), so they are grouped directly: grouping by (seq, rank)
+-- first would cost seconds on a 1 GB log.
 create or replace temp table issued as
 select pg, counter, seq, rank, any_value(op) as op, any_value(numel_in) as numel, any_value(dtype) as dtype
-from seq_rows where state in ('issued', 'timeout', 'scheduled', 'started', 'completed')
+from seq_rows where state in ('issued', 'timeout', 'scheduled', 'started', 'completed') and counter <> 'nccl_opcount'
 group by pg, counter, seq, rank;
 
 create or replace temp table seq_groups as
 select pg, counter, seq, op, numel, dtype, list(rank order by rank) as ranks, count(*) as n
-from issued group by pg, counter, seq, op, numel, dtype;
+from issued group by pg, counter, seq, op, numel, dtype
+union all
+select pg, counter, seq, op, numel, dtype, ranks, len(ranks) as n from (
+    select pg, counter, seq, op, numel_in as numel, dtype, list_sort(list_distinct(list(rank))) as ranks
+    from seq_rows where counter = 'nccl_opcount' group by pg, counter, seq, op, numel_in, dtype);
 
 create or replace temp table divergence_all as
 with split as (  -- seqs where ranks issued different things
