@@ -26,6 +26,10 @@ class Rule:
     culprits: str
     summary: str
     evidence_kinds: tuple = ()
+    # When the logs name the culprits but cannot tell two kinds apart: the other kind(s), and
+    # what would decide between them (reported as missing_facts).
+    alternative_kinds: tuple = ()
+    missing_facts: tuple = ()
 
 
 @dataclass
@@ -37,12 +41,14 @@ class Verdict:
     summary: str
     facts: dict
     missing_facts: list[str] = field(default_factory=list)
+    alternative_kinds: list[str] = field(default_factory=list)
 
 
 @cache
 def rules() -> tuple[Rule, ...]:
     doc = tomllib.loads((HERE / "rules.toml").read_text())
-    return tuple(Rule(**{**r, "evidence_kinds": tuple(r.get("evidence_kinds", ()))}) for r in doc["rule"])
+    lists = ("evidence_kinds", "alternative_kinds", "missing_facts")
+    return tuple(Rule(**{**r, **{k: tuple(r.get(k, ())) for k in lists}}) for r in doc["rule"])
 
 
 @cache
@@ -109,7 +115,8 @@ def decide(con: duckdb.DuckDBPyConnection) -> Verdict:
         culprits = sorted({r for r in ranks if r >= 0})
         f["culprits"] = compress(culprits) if culprits else "none"
         summary = rule.summary.format_map(_Defaulting(f))
-        return Verdict(rule.kind, rule.name, culprits, rule.confidence, summary, f)
+        missing = [m.format_map(_Defaulting(f)) for m in rule.missing_facts]
+        return Verdict(rule.kind, rule.name, culprits, rule.confidence, summary, f, missing, list(rule.alternative_kinds))
     return Verdict("unknown", None, [], "low",
                    "the logs do not show which rank started the failure", f, _missing_facts(f))
 

@@ -96,6 +96,9 @@ def _verdict(report: dict, max_rows: int) -> Verdict:
     verdict = report.get("verdict") or {}
     culprits = culprit_ranks(report)
     facts = []
+    alternatives = [clean_line(k) for k in verdict.get("alternative_kinds") or []]
+    if alternatives:
+        facts.append(("or else", _capped_join(alternatives, max_rows)))
     if culprits:
         facts.append(("culprit ranks", compress(culprits, 3 * RANGES_LIMIT)))
     hosts = verdict.get("culprit_hosts") or []
