@@ -81,6 +81,8 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "seq_ranks": _one(con, "select count(distinct rank) from last_seq"),
         "idle_s": _one(con, "select round(epoch(idle)) from progress_gap"),
         "straggler_lag": _one(con, "select round(max(lag_ms)) from straggler_ranks"),
+        "minority_call": _one(con, "select any_value(call) from call_minority"),
+        "majority_call": _one(con, "select any_value(majority_call) from call_minority"),
     }
     f["norm_note"] = f"the others have {f['norm']}" if f["norm"] else "see evidence"
     return f

@@ -40,6 +40,7 @@ STAGES = (
     ("clock_offsets", {}),
     ("stragglers", {}),
     ("stacks", {}),
+    ("blocked_calls", {}),
     ("memory", {}),
     ("collateral", {}),
 )

@@ -1,6 +1,7 @@
 """Accuracy over every bundled real sample and a grid of generated NCCL-format jobs: verdict
 kind and culprit ranks must match the truth recorded when the job ran (expected.json)."""
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -8,21 +9,20 @@ import pytest
 from correlator.pipeline import analyze
 from correlator.synth import JobSpec, generate_job
 
-SAMPLES = sorted(p.parent for p in Path(__file__).parent.parent.glob("samples/*/expected.json"))
+# CORRELATOR_SAMPLES=DIR checks a fresh capture (samples/capture/torchrun/capture.py --out DIR) instead.
+SAMPLES_DIR = Path(os.environ.get("CORRELATOR_SAMPLES") or Path(__file__).parent.parent / "samples")
+SAMPLES = sorted(p.parent for p in SAMPLES_DIR.glob("*/expected.json"))
 
 # Real runs whose plain logs cannot name the culprit (gloo prints no sequence numbers, and every
 # rank timed out at the same moment): `unknown` with missing facts is the honest answer there.
 UNDECIDABLE = {
-    "tr-missing_collective-4": "all ranks time out together; no per-rank sequence without DETAIL or FR",
-    "tr-missing_collective-8": "same",
-    "tr-rank0_only_collective-4": "same",
+    "tr-rank0_only_collective-4": "only rank 0 left a traceback (in barrier); the others were killed before their own timeout",
     "tr-rank0_only_collective-8": "same",
-    "slurm-missing_collective": "same",
-    "tr-op_order_mismatch-4": "same",
-    "tr-shape_mismatch-4": "gloo aborts or times out on every rank at once; no message names a peer rank or a SeqNum",
-    "tr-shape_mismatch-8": "same",
-    "tr-bn_eval_desync-4": "same",
+    "slurm-missing_collective": "the three waiting ranks' tracebacks all show all_reduce; the culprit left none",
     "slurm-collective_mismatch": "same",
+    "tr-shape_mismatch-4": "gloo names no peer and no SeqNum; the two ranks with a traceback sit in two different calls, one each",
+    "tr-shape_mismatch-8": "same",
+    "tr-bn_eval_desync-4": "no traceback names a collective call, no SeqNum",
     "generated stall-torchrun-nocoll-new-2.26.2": "no COLL lines: only ranks whose watchdog fired before the agent's SIGTERM report a SeqNum",
 }
 SCORES: list[tuple] = []

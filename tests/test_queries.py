@@ -59,6 +59,24 @@ def test_size_split_and_shift(con):
     assert con.execute("select rank from shifted").fetchall() == [(2,)]
 
 
+def test_the_odd_rank_out_sits_in_another_collective_call(con):
+    frame = '  File "/x/torch/distributed/distributed_c10d.py", line {}, in {}'
+    for rank, call in [(0, "all_reduce"), (1, "all_reduce"), (2, "broadcast"), (3, "all_reduce")]:
+        for line, text in enumerate(['  File "train.py", line 9, in step', frame.format(3000, call)]):
+            con.execute("insert into events (file, line, rank, kind, text) values (?, ?, ?, 'traceback_frame', ?)",
+                        [f"{rank}.log", line, rank, text])
+    queries.run_all(con)
+    assert con.execute("select rank, call, majority_call from call_minority").fetchall() == [(2, "broadcast", "all_reduce")]
+
+
+def test_two_ranks_in_two_calls_name_nobody(con):
+    for rank, call in [(0, "all_reduce"), (1, "broadcast")]:
+        con.execute("insert into events (file, line, rank, kind, text) values ('f', ?, ?, 'traceback_frame', ?)",
+                    [rank, rank, f'  File "/x/distributed_c10d.py", line 1, in {call}'])
+    queries.run_all(con)
+    assert con.execute("select count(*) from call_minority").fetchone() == (0,)
+
+
 def test_mismatch_majority_vote(con):
     for a, na, b, nb in [(0, 6, 3, 8), (1, 6, 3, 8), (3, 8, 0, 6)]:
         con.execute("insert into mismatches (file, line, what, rank_a, n_a, rank_b, n_b) values ('f', 1, 'ddp_params', ?, ?, ?, ?)",

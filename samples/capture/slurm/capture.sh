@@ -7,6 +7,8 @@
 #   samples/capture/slurm/capture.sh                 # all scenarios
 #   samples/capture/slurm/capture.sh healthy oom     # some
 #   samples/capture/slurm/capture.sh --finalize      # only re-settle sacct + rewrite expected.json
+#   SAMPLES_OUT=/tmp/fresh samples/capture/slurm/capture.sh   # elsewhere; then check the verdicts with
+#   CORRELATOR_SAMPLES=/tmp/fresh .venv/bin/python -m pytest tests/test_accuracy.py -k real_sample
 # A full run ends with --finalize: slurmctld is restarted so that it re-sends the final job records
 # to slurmdbd (formats.md §4.5), then sacct is re-queried until two queries 10 s apart agree.
 set -euo pipefail
@@ -18,6 +20,7 @@ SLURM_LOG="${SLURM_LOCAL_DIR:-/tmp/slurm-local}/log"
 SLURMCTLD_PID="${SLURM_LOCAL_DIR:-/tmp/slurm-local}/run/slurmctld.pid"
 PYTHON="${TRAIN_PYTHON:-/work/torchenv/bin/python}"
 WORK="${CAPTURE_WORK:-/tmp/slurm-capture}"
+SAMPLES_OUT="${SAMPLES_OUT:-$REPO/samples}"   # another directory leaves the bundled samples alone
 SACCT_FORMAT=JobID,JobName,State,ExitCode,DerivedExitCode,Start,End,NodeList,MaxRSS,MaxRSSTask,MaxRSSNode
 ALL_SCENARIOS=(healthy crash_exception crash_segfault crash_sigkill oom stalled_rank_no_timeout
   scheduler_time_limit scancel_healthy missing_collective missing_collective_debug_detail collective_mismatch)
@@ -99,7 +102,7 @@ node_names() { # from the saved `scontrol show job` (sacct may not have the job 
 run_scenario() {
   local name="$1" out jobdir job t0 t1 node
   define_scenario "$name"
-  out="$REPO/samples/slurm-$name"
+  out="$SAMPLES_OUT/slurm-$name"
   # neutral job name and directory: they show in scontrol/sacct/jobcomp and must not reveal the scenario
   rm -rf "$out" "$WORK/$name"; mkdir -p "$WORK" "$out/logs"
   jobdir=$(mktemp -d "$WORK/job.XXXXXX")
@@ -155,13 +158,13 @@ finalize() { # finalize <scenario...>: final sacct.txt + expected.json
   for name in "$@"; do
     define_scenario "$name"
     job=$(cat "$WORK/$name/jobid")
-    sacct --parsable2 -j "$job" --format="$SACCT_FORMAT" >"$REPO/samples/slurm-$name/logs/sacct.txt"
+    sacct --parsable2 -j "$job" --format="$SACCT_FORMAT" >"$SAMPLES_OUT/slurm-$name/logs/sacct.txt"
     mkdir -p "$HERE/sacct-early"
     cp "$WORK/$name/sacct-early.txt" "$HERE/sacct-early/slurm-$name.txt"
     SCENARIO="$name" KIND="$KIND" CULPRITS="$CULPRITS" NOTE="$NOTE" JOB="$job" \
       SBATCH_OPTS="$SBATCH_OPTS" SRUN_OPTS="$SRUN_OPTS" TRAIN_ARGS="$TRAIN_ARGS" \
-      TRUTH_DIR="$WORK/$name/truth" SACCT_FILE="$REPO/samples/slurm-$name/logs/sacct.txt" \
-      "$PYTHON" "$HERE/write_expected.py" >"$REPO/samples/slurm-$name/expected.json"
+      TRUTH_DIR="$WORK/$name/truth" SACCT_FILE="$SAMPLES_OUT/slurm-$name/logs/sacct.txt" \
+      "$PYTHON" "$HERE/write_expected.py" >"$SAMPLES_OUT/slurm-$name/expected.json"
   done
 }
 

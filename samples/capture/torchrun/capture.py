@@ -225,8 +225,8 @@ def build_expected(sample: Sample, command: list[str], env: dict, truth_dir: Pat
     }
 
 
-def capture(sample: Sample) -> dict:
-    out = SAMPLES / sample.name
+def capture(sample: Sample, root: Path = SAMPLES) -> dict:
+    out = root / sample.name
     shutil.rmtree(out, ignore_errors=True)
     logs = out / "logs"
     logs.mkdir(parents=True)
@@ -245,13 +245,16 @@ def capture(sample: Sample) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="sample names (tr-...) to capture; default all")
+    parser.add_argument("--out", type=Path, default=SAMPLES,
+                        help="where the sample directories go (default samples/); another directory leaves the "
+                             "bundled samples alone, e.g. to check a fresh capture: CORRELATOR_SAMPLES=DIR pytest tests/test_accuracy.py")
     args = parser.parse_args()
     chosen = [s for s in SAMPLE_LIST if not args.only or s.name in args.only]
     unknown = set(args.only or ()) - {s.name for s in SAMPLE_LIST}
     if unknown:
         sys.exit(f"unknown sample(s): {', '.join(sorted(unknown))}")
     for sample in chosen:
-        expected = capture(sample)
+        expected = capture(sample, args.out.resolve())
         print(f"{sample.name}: {expected['run_seconds']} s, exit codes {expected['exit_codes']}, "
               f"launcher rc {expected['launcher_exit_code']}", flush=True)
 
