@@ -21,6 +21,9 @@ SLURMCTLD_PID="${SLURM_LOCAL_DIR:-/tmp/slurm-local}/run/slurmctld.pid"
 PYTHON="${TRAIN_PYTHON:-/work/torchenv/bin/python}"
 WORK="${CAPTURE_WORK:-/tmp/slurm-capture}"
 SAMPLES_OUT="${SAMPLES_OUT:-$REPO/samples}"   # another directory leaves the bundled samples alone
+# sacct's first snapshots, kept to document how the record is revised; beside the bundled samples
+# they live here, beside another capture in its own directory
+EARLY_DIR="$HERE/sacct-early"; [ "$SAMPLES_OUT" = "$REPO/samples" ] || EARLY_DIR="$SAMPLES_OUT/sacct-early"
 SACCT_FORMAT=JobID,JobName,State,ExitCode,DerivedExitCode,Start,End,NodeList,MaxRSS,MaxRSSTask,MaxRSSNode
 ALL_SCENARIOS=(healthy crash_exception crash_segfault crash_sigkill oom stalled_rank_no_timeout
   scheduler_time_limit scancel_healthy missing_collective missing_collective_debug_detail collective_mismatch)
@@ -159,8 +162,8 @@ finalize() { # finalize <scenario...>: final sacct.txt + expected.json
     define_scenario "$name"
     job=$(cat "$WORK/$name/jobid")
     sacct --parsable2 -j "$job" --format="$SACCT_FORMAT" >"$SAMPLES_OUT/slurm-$name/logs/sacct.txt"
-    mkdir -p "$HERE/sacct-early"
-    cp "$WORK/$name/sacct-early.txt" "$HERE/sacct-early/slurm-$name.txt"
+    mkdir -p "$EARLY_DIR"
+    cp "$WORK/$name/sacct-early.txt" "$EARLY_DIR/slurm-$name.txt"
     SCENARIO="$name" KIND="$KIND" CULPRITS="$CULPRITS" NOTE="$NOTE" JOB="$job" \
       SBATCH_OPTS="$SBATCH_OPTS" SRUN_OPTS="$SRUN_OPTS" TRAIN_ARGS="$TRAIN_ARGS" \
       TRUTH_DIR="$WORK/$name/truth" SACCT_FILE="$SAMPLES_OUT/slurm-$name/logs/sacct.txt" \
