@@ -2,7 +2,9 @@
 -- it got. Counters stay apart: pg_seq (PyTorch SeqNum, 1-based, per PG), detail_seq (DETAIL's
 -- 0-based SequenceNumber, shifted +1 here to compare with SeqNum), fr_seq (Flight Recorder
 -- collective_seq_id), nccl_opcount (per NCCL communicator; pg = commId).
-create or replace temp table seq_rows as
+-- A view: its readers aggregate it as they scan; a table of every COLL row (with its file path)
+-- took 0.9 s at 1 GB of logs and 8.7 s at 5 GB, where it spilled.
+create or replace temp view seq_rows as
 select c.rank, c.host, coalesce(c.pg, '0') as pg, c.counter,
        case when c.counter = 'detail_seq' then c.seq + 1 else c.seq end as seq,
        c.op,
