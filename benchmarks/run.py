@@ -43,6 +43,13 @@ SCENARIOS = {s.name: s for s in (
                             "--fault-ranks", "1234")),
     Scenario("ranks-16384", ("--nranks", "16384", "--ranks-per-host", "8", "--no-coll-lines", "--fault", "stall",
                              "--fault-ranks", "12345")),
+    # The same jobs with TORCH_NCCL_DESYNC_DEBUG=1: without it only the ranks whose watchdog fired
+    # before the launcher's SIGTERM report a SeqNum and the verdict is rightly `unknown`; with it
+    # the desync report names the rank that never joined.
+    Scenario("ranks-4096-desync", ("--nranks", "4096", "--ranks-per-host", "8", "--no-coll-lines", "--fault", "stall",
+                                   "--fault-ranks", "1234", "--desync-debug")),
+    Scenario("ranks-16384-desync", ("--nranks", "16384", "--ranks-per-host", "8", "--no-coll-lines", "--fault",
+                                    "stall", "--fault-ranks", "12345", "--desync-debug")),
 )}
 DEFAULT = ("coll-100m", "coll-1g", "ranks-4096", "ranks-16384")
 
