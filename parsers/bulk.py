@@ -69,10 +69,12 @@ def _fields(candidates: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
     tokens = pl.col(_TOKENS)
     words = [_token_ok(tokens.list.get(int(i), null_on_oob=True), want) for i, want in spec.bulk["tokens"].items()]
     values = _values(spec, tokens)
-    typed = [values[f].is_not_null() for f in values]
+    typed = [v.is_not_null() for v in values.values()]
+    # The engine would have cleaned escapes out of a string field first: such a line goes its way.
+    clean_strings = [~values[f].str.contains(_CONTROL) for f in values if spec.types.get(f, "str") in ("str", "upper")]
     return with_tokens.select(
         "file", "line", "text", _AT, _PREFIX, "hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd",
-        **values, _ok=pl.all_horizontal(*words, *typed).fill_null(False),
+        **values, _ok=pl.all_horizontal(*words, *typed, *clean_strings).fill_null(False),
     )
 
 
@@ -86,9 +88,7 @@ def _token_ok(token: pl.Expr, want: str) -> pl.Expr:
 
 def _with_prefixes(rows: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
     """Each distinct (file, prefix) parsed once by the engine and joined back; `_ok` also asks
-    that the prefix is the spec's header, and that no string field carries a control character."""
-    strings = [f for f in spec.fields if rows.schema[f] == pl.String]
-    dirty = pl.any_horizontal(*(pl.col(f).str.contains(_CONTROL) for f in strings)) if strings else pl.lit(False)
+    that the prefix is the spec's header, untimed and free of control characters."""
     prefixes = rows.select("file", _PREFIX, "hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd").unique(
         ["file", _PREFIX])
     probe = prefixes.with_columns(
@@ -100,7 +100,7 @@ def _with_prefixes(rows: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
     # A timed prefix stays with the engine: the untimed lines after it carry its time.
     prefix_ok = (pl.col("header").is_in(list(spec.headers)) & pl.col("ts").is_null()
                  & ~pl.col(_PREFIX).str.contains(_CONTROL))
-    return rows.with_columns(_ok=pl.col("_ok") & prefix_ok.fill_null(False) & ~dirty.fill_null(False))
+    return rows.with_columns(_ok=pl.col("_ok") & prefix_ok.fill_null(False))
 
 
 def finish_bulk(spec: FormatSpec, rows: pl.DataFrame, timed: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -118,7 +118,7 @@ def finish_bulk(spec: FormatSpec, rows: pl.DataFrame, timed: pl.DataFrame) -> tu
     table = rows.select("file", "line", "host", "pid", "rank", "local_rank", "ts", *spec.fields,
                         **{k: pl.lit(v) for k, v in spec.const.items()})
     keep = spec.bulk["keep_last_by"]
-    last = rows.group_by("_stream", keep).agg(pl.all().sort_by("line").last())
+    last = rows.group_by("_stream", keep).last()  # rows are in line order
     events = last.select(
         "file", "line", "host", "pid", "rank", "local_rank", "source", "level", "ts", "ts_precision", "ts_inferred",
         kind=pl.lit(spec.name), text=clean(pl.col("text").str.slice(pl.col(_AT) + len(spec.bulk["after"]))),

@@ -279,8 +279,7 @@ def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSp
         if not matched.any():
             continue
         hits = subject.filter(matched)
-        positions = hits["_pos"]
-        taken.scatter(positions, True)
+        taken.scatter(hits["_pos"], True)
         pending = None
         if spec.fields:
             hits = hits.with_columns(_parts(spec, pl.col("text")).alias(_PARTS))

@@ -77,5 +77,10 @@ def test_generated_jobs_give_the_same_tables_either_way(tmp_path, monkeypatch, l
                    fault_ranks=[5], seed=3, launcher=launcher, coll_lines=True)
     generate_job(tmp_path / "job", spec)
     tables = _assert_same(tmp_path / "job" / "logs", monkeypatch)
-    assert tables["collectives"].filter(pl.col("counter") == "nccl_opcount").height > 100
+    coll = tables["collectives"].filter(pl.col("counter") == "nccl_opcount")
+    assert coll.height > 100
     assert tables["collectives"]["ts"].null_count() < tables["collectives"].height
+    # of the events, each file keeps its last COLL line (where that rank stopped)
+    kept = tables["events"].filter(pl.col("kind") == "nccl_coll").group_by("file").agg(pl.col("line").max())
+    last = coll.group_by("file").agg(pl.col("line").max())
+    assert _sorted(kept).equals(_sorted(last))
