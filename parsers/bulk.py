@@ -4,9 +4,9 @@ NCCL's per-collective COLL line is 90% and more of a COLL-heavy log, and its lay
 `<prefix> NCCL INFO <op>: opCount <hex> sendbuff ... comm 0x... [nranks=N] ...`. A spec that
 declares `bulk` is read here by position over the whole batch; its prefix (the same
 `host:pid:tid [dev]`, under whatever launcher wrapper, on every line of a process) is parsed by
-the engine once per distinct prefix instead of once per line. A line the lane cannot vouch for
-(a word out of place, a number that does not parse, a control character, a prefix that is not
-the spec's header) goes the general way, so the lane changes speed, never results.
+the engine once per distinct prefix instead of once per line. The lane reads a line as the
+engine does (escapes removed, then the spec's regex decides); one whose prefix is not the
+spec's header, or is timed, goes the general way, so the lane changes speed, never results.
 
 Bulk lines become rows of the spec's table; of their events only the last line per stream and
 communicator is kept (evidence and timeline need the line where a rank stopped, not millions of
@@ -18,7 +18,7 @@ from functools import cache
 
 import polars as pl
 
-from .engine import _CONTROL, _values, clean, parse_frame
+from .engine import FRAME_COLUMNS, _values, clean, parse_frame, share_decisions
 from .multiline import stream_key
 from .spec import FormatSpec, registry
 
@@ -33,73 +33,82 @@ def bulk_specs() -> tuple[FormatSpec, ...]:
 
 
 def take_bulk(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSpec, pl.DataFrame]]]:
-    """(the lines left for the engine, [(spec, its parsed bulk lines)])."""
+    """(the lines left for the engine, [(spec, its parsed bulk lines)]).
+
+    A launcher wrapper that applies per file (srun's label, min_share) is decided over all the
+    file's lines: the lines left and the distinct prefixes, each prefix weighing as many lines as
+    it stands for; both engine passes (prefixes here, the rest in the caller) keep that decision."""
     taken = []
     for spec in bulk_specs():
         frame, rows = _take(frame, spec)
         if rows is not None:
             taken.append((spec, rows))
-    return frame, taken
+    if not taken:
+        return frame, []
+    probes = pl.concat([_probes(rows, spec) for spec, rows in taken])
+    decisions = share_decisions(pl.concat([frame.select(FRAME_COLUMNS), probes.select(FRAME_COLUMNS)]))
+    parsed, _ = parse_frame(probes.join(decisions, on="file", how="left", maintain_order="left"))
+    parsed = parsed.select("file", _PREFIX, *PREFIX_COLUMNS)
+    accepted = []
+    for spec, rows in taken:
+        rows = _with_prefix(rows, parsed, spec)
+        refused = rows.filter(~pl.col("_ok"))
+        if not refused.is_empty():  # rare: back to the engine, in file order
+            frame = pl.concat([frame, refused.select(frame.columns)]).sort("file", "line")
+        good = rows.filter(pl.col("_ok")).drop("_ok")
+        if not good.is_empty():
+            accepted.append((spec, good))
+    return frame.join(decisions, on="file", how="left", maintain_order="left"), accepted
 
 
 def _take(frame: pl.DataFrame, spec: FormatSpec) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    after = spec.bulk["after"]
+    """(the frame without the spec's candidate lines that pass the token checks, those lines)."""
     text = pl.col("text")
-    at = pl.when(text.str.contains(spec.literal, literal=True)).then(text.str.find(after, literal=True))
-    frame = frame.with_columns(at.alias(_AT))
-    candidates = frame.filter(pl.col(_AT).is_not_null())
+    frame = frame.with_columns(text.str.contains(spec.literal, literal=True).alias(_AT))
+    candidates = frame.filter(pl.col(_AT))
     if candidates.is_empty():
         return frame.drop(_AT), None
-    rows = _with_prefixes(_fields(candidates, spec), spec)
-    rest = frame.filter(pl.col(_AT).is_null()).drop(_AT)
+    # The engine reads a line with its escapes removed: so does the lane.
+    candidates = candidates.with_columns(text=clean(text)).with_columns(
+        text.str.find(spec.bulk["after"], literal=True).alias(_AT))
+    rows = _fields(candidates, spec)
+    rest = frame.filter(~pl.col(_AT)).drop(_AT)
     refused = rows.filter(~pl.col("_ok"))
-    if not refused.is_empty():  # rare: back to the engine, in file order
+    if not refused.is_empty():
         rest = pl.concat([rest, refused.select(rest.columns)]).sort("file", "line")
-    good = rows.filter(pl.col("_ok")).drop("_ok")
+    good = rows.filter(pl.col("_ok"))
     return rest, None if good.is_empty() else good
 
 
 def _fields(candidates: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
-    """The spec's typed fields by position, and whether the line has the spec's words in place."""
+    """The spec's typed fields by position, where the tail after the split matches the spec's
+    own regex (as the engine decides)."""
     after = len(spec.bulk["after"])
+    tail = pl.col("text").str.slice(pl.col(_AT) + after)
     with_tokens = candidates.with_columns(
         pl.col("text").str.slice(0, pl.col(_AT)).alias(_PREFIX),
-        pl.col("text").str.slice(pl.col(_AT) + after).str.split(spec.split).alias(_TOKENS),
+        tail.str.split(spec.split).alias(_TOKENS),
+        tail.str.contains(spec.regex).fill_null(False).alias("_ok"),
     )
-    tokens = pl.col(_TOKENS)
-    words = [_token_ok(tokens.list.get(int(i), null_on_oob=True), want) for i, want in spec.bulk["tokens"].items()]
-    values = _values(spec, tokens)
-    typed = [v.is_not_null() for v in values.values()]
-    # The engine would have cleaned escapes out of a string field first: such a line goes its way.
-    clean_strings = [~values[f].str.contains(_CONTROL) for f in values if spec.types.get(f, "str") in ("str", "upper")]
     return with_tokens.select(
-        "file", "line", "text", _AT, _PREFIX, "hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd",
-        **values, _ok=pl.all_horizontal(*words, *typed, *clean_strings).fill_null(False),
+        "file", "line", "text", _AT, _PREFIX, "hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd", "_lines",
+        "_ok", **_values(spec, pl.col(_TOKENS)),
     )
 
 
-def _token_ok(token: pl.Expr, want: str) -> pl.Expr:
-    if want == "<int>":
-        return token.str.to_integer(strict=False).is_not_null()
-    if want == "<hex>":
-        return token.str.starts_with("0x") & token.str.strip_prefix("0x").str.to_integer(base=16, strict=False).is_not_null()
-    return token == want
+def _probes(rows: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
+    """One engine line per distinct (file, prefix), standing for the lines that have it."""
+    return rows.group_by("file", _PREFIX, maintain_order=True).agg(
+        pl.col("hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd").first(), _lines=pl.len().cast(pl.Int64),
+    ).with_columns(text=pl.col(_PREFIX) + spec.bulk["after"] + "-", line=pl.lit(0, pl.Int64))
 
 
-def _with_prefixes(rows: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
-    """Each distinct (file, prefix) parsed once by the engine and joined back; `_ok` also asks
-    that the prefix is the spec's header, untimed and free of control characters."""
-    prefixes = rows.select("file", _PREFIX, "hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd").unique(
-        ["file", _PREFIX])
-    probe = prefixes.with_columns(
-        text=pl.col(_PREFIX) + spec.bulk["after"] + "-", line=pl.lit(0, pl.Int64))
-    parsed, _ = parse_frame(probe.select("text", "line", "file", "hint_host", "hint_rank", "hint_local_rank",
-                                         "year", "ref_mmdd"))
-    parsed = pl.concat([prefixes.select("file", _PREFIX), parsed.select(*PREFIX_COLUMNS)], how="horizontal")
-    rows = rows.join(parsed, on=["file", _PREFIX], how="left")
-    # A timed prefix stays with the engine: the untimed lines after it carry its time.
-    prefix_ok = (pl.col("header").is_in(list(spec.headers)) & pl.col("ts").is_null()
-                 & ~pl.col(_PREFIX).str.contains(_CONTROL))
+def _with_prefix(rows: pl.DataFrame, parsed: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
+    """The bulk lines with what the engine made of their prefix; `_ok` also asks that the
+    prefix is the spec's header and untimed (a timed line stays with the engine: the untimed
+    lines after it carry its time)."""
+    rows = rows.join(parsed, on=["file", _PREFIX], how="left", maintain_order="left")
+    prefix_ok = pl.col("header").is_in(list(spec.headers)) & pl.col("ts").is_null()
     return rows.with_columns(_ok=pl.col("_ok") & prefix_ok.fill_null(False))
 
 
@@ -121,6 +130,6 @@ def finish_bulk(spec: FormatSpec, rows: pl.DataFrame, timed: pl.DataFrame) -> tu
     last = rows.group_by("_stream", keep).last()  # rows are in line order
     events = last.select(
         "file", "line", "host", "pid", "rank", "local_rank", "source", "level", "ts", "ts_precision", "ts_inferred",
-        kind=pl.lit(spec.name), text=clean(pl.col("text").str.slice(pl.col(_AT) + len(spec.bulk["after"]))),
+        kind=pl.lit(spec.name), text=pl.col("text").str.slice(pl.col(_AT) + len(spec.bulk["after"])),
     )
     return table, events

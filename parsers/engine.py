@@ -190,16 +190,36 @@ def _line_updates(spec: FormatSpec, layer: str, values: dict[str, pl.Expr], matc
     return updates
 
 
-def _matched_share(spec: FormatSpec, matched: pl.Expr) -> pl.Expr:
-    if spec.min_share:  # per file: a wrapper that a launcher applies to (nearly) every line
-        return matched & (matched.mean().over("file") >= spec.min_share)
-    return matched
+SHARE_OK = "_share_ok:"   # + wrapper name: per file, whether a min_share wrapper applies
+
+
+def _with_share(df: pl.DataFrame, spec: FormatSpec, matched: pl.Expr) -> pl.DataFrame:
+    """`_matched` for a wrapper; one with min_share applies per file, only where that share of
+    the file's lines match (a launcher prefixes (nearly) every line). Each row stands for
+    `_lines` lines (the bulk lane's distinct prefixes stand for many), and a decision already
+    taken over a larger frame (a `SHARE_OK` column, see share_decisions) is kept."""
+    df = df.with_columns(matched.alias(_MATCHED))
+    if not spec.min_share:
+        return df
+    decided = SHARE_OK + spec.name
+    if decided not in df.columns:
+        weight = pl.col("_lines")
+        share = (pl.col(_MATCHED).cast(pl.Int64) * weight).sum().over("file") / weight.sum().over("file")
+        df = df.with_columns((share >= spec.min_share).alias(decided))
+    return df.with_columns(pl.col(_MATCHED) & pl.col(decided))
+
+
+def share_decisions(df: pl.DataFrame) -> pl.DataFrame:
+    """(file, SHARE_OK columns): the min_share wrappers' per-file decisions over `df`, for
+    parse_frame calls that each see only part of a file's lines."""
+    wrapped = _apply_wrappers(_prepare(df))
+    return wrapped.group_by("file").agg(pl.col(f"^{SHARE_OK}.*$").first())
 
 
 def _apply_wrappers(df: pl.DataFrame) -> pl.DataFrame:
     """Wrappers stack (a collector's prefix around a launcher's): each updates the whole frame."""
     for spec in by_layer("wrapper"):
-        df = df.with_columns(_matched_share(spec, _match(spec, pl.col("text"), pl.lit(True))).alias(_MATCHED))
+        df = _with_share(df, spec, _match(spec, pl.col("text"), pl.lit(True)))
         if not df[_MATCHED].any():
             df = df.drop(_MATCHED)
             continue
@@ -215,7 +235,7 @@ def _apply_headers(df: pl.DataFrame) -> pl.DataFrame:
     specs = by_layer("header")
     df = df.with_columns(pl.lit(None, pl.Int32).alias(_SPEC))
     for i, spec in enumerate(specs):
-        matched = _matched_share(spec, _match(spec, pl.col("text"), pl.col(_SPEC).is_null()))
+        matched = _match(spec, pl.col("text"), pl.col(_SPEC).is_null())
         df = df.with_columns(pl.when(matched).then(pl.lit(i, pl.Int32)).otherwise(pl.col(_SPEC)).alias(_SPEC))
     if df[_SPEC].null_count() == df.height:
         return df.drop(_SPEC)
@@ -291,6 +311,10 @@ def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSp
     return df.with_columns(kind=kind, source=source), emitted
 
 
+# What parse_frame reads: a raw line, where it is, its file's context, how many lines it stands for.
+FRAME_COLUMNS = ("text", "line", "file", "hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd", "_lines")
+
+
 def group_frame(parts: list[tuple[pa.Array, int, FileContext]]) -> pl.DataFrame:
     """One parse_frame input for the batches of many files, built in one go: a frame per small
     file costs more than parsing it."""
@@ -307,7 +331,19 @@ def group_frame(parts: list[tuple[pa.Array, int, FileContext]]) -> pl.DataFrame:
     return expanded.with_columns(
         text=text,
         line=pl.col("first") + pl.int_range(0, pl.len(), dtype=pl.Int64).over("file", "first"),
-    ).select("text", "line", "file", "hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd")
+        _lines=pl.lit(1, pl.Int64),
+    ).select(*FRAME_COLUMNS)
+
+
+def _prepare(df: pl.DataFrame) -> pl.DataFrame:
+    """Raw lines with their position, cleaned text and the empty line columns the layers fill."""
+    return df.with_columns(
+        idx=pl.int_range(0, pl.len(), dtype=pl.Int64),
+        text=clean(pl.col("text")),
+        header=pl.lit(None, pl.String), kind=pl.lit(None, pl.String), source=pl.lit(None, pl.String),
+        ts=pl.lit(None, pl.Datetime("us", "UTC")), ts_fmt=pl.lit(None, pl.String),
+        **{c: pl.lit(None, _LINE_DTYPES[c]) for c in LINE_COLUMNS if c != "msg"},
+    )
 
 
 def parse_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
@@ -316,14 +352,7 @@ def parse_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
     Returns the per-line frame (idx, file, line, resolved host/pid/rank/local_rank/ts, header,
     kind, source, level, text, and the wrapper columns) and the emitted (spec, rows) pairs.
     """
-    df = df.with_columns(
-        idx=pl.int_range(0, pl.len(), dtype=pl.Int64),
-        text=clean(pl.col("text")),
-        header=pl.lit(None, pl.String), kind=pl.lit(None, pl.String), source=pl.lit(None, pl.String),
-        ts=pl.lit(None, pl.Datetime("us", "UTC")), ts_fmt=pl.lit(None, pl.String),
-        **{c: pl.lit(None, _LINE_DTYPES[c]) for c in LINE_COLUMNS if c != "msg"},
-    )
-    df = _apply_headers(join_partial_records(_apply_wrappers(df)))
+    df = _apply_headers(join_partial_records(_apply_wrappers(_prepare(df))))
     df, emitted = _apply_messages(df)
     df = df.with_columns(
         host=pl.coalesce("host", "pdsh_host", "pod", "hint_host"),

@@ -92,9 +92,11 @@ def _check(spec: FormatSpec) -> None:
     bad_types = {t for t in spec.types.values() if t not in TYPES}
     if bad_types:
         raise ValueError(f"{where}: unknown types {bad_types}")
+    if spec.min_share and spec.layer != "wrapper":
+        raise ValueError(f"{where}: only a wrapper has a min_share")
     if spec.bulk and not (spec.split is not None and spec.literal and spec.headers
-                          and {"after", "tokens", "keep_last_by"} <= set(spec.bulk)):
-        raise ValueError(f"{where}: `bulk` needs split, literal, headers and bulk.after/tokens/keep_last_by")
+                          and {"after", "keep_last_by"} <= set(spec.bulk)):
+        raise ValueError(f"{where}: `bulk` needs split, literal, headers and bulk.after/keep_last_by")
     if not spec.samples:
         raise ValueError(f"{where}: a format declares at least one sample line")
 

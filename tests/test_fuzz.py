@@ -71,3 +71,39 @@ def test_parse_sources_takes_any_file(data):
     if result.skip_reason is None:
         assert result.stats.error is None
         assert result.stats.lines == expected_line_count(data)
+
+
+COLL_TOKENS = "AllReduce: opCount 1f sendbuff 0x7f00 recvbuff 0x7f00 count 1024 datatype 7 op 0 root 0 comm 0x55d6 [nranks=4] stream 0x1".split()
+PREFIXES = ["node1:12:12 [0] NCCL INFO ", "3: node1:12:12 [0] NCCL INFO ", "[default1]:node1:12:12 [0] NCCL INFO ",
+            "node1:12:13 NCCL INFO ", "[2025-03-12 10:11:12] node1:12:12 [0] NCCL INFO ", "node1:12:12 [0] NCCL WARN "]
+OTHER_LINES = ["[rank1]:[E1129 21:32:25.054533628 ProcessGroupNCCL.cpp:681] [Rank 1] timed", "2026-11-29 21:22:13,484 INFO [rank 1] step 3/20 loss 0.5"]
+
+
+@st.composite
+def coll_like_line(draw) -> str:
+    """A COLL line, sometimes with one token replaced by fuzz (a word, a number, an escape)."""
+    tokens = list(COLL_TOKENS)
+    tokens[2] = format(draw(st.integers(0, 1 << 40)), "x")
+    if draw(st.booleans()):
+        tokens[draw(st.integers(0, len(tokens) - 1))] = draw(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)))
+    return draw(st.sampled_from(PREFIXES)) + " ".join(tokens)
+
+
+@FAST
+@given(st.lists(st.one_of(coll_like_line(), st.sampled_from(OTHER_LINES)), min_size=1, max_size=30))
+def test_bulk_lane_and_engine_agree_on_any_coll_lines(lines):
+    from unittest import mock
+
+    import parsers.bulk
+
+    def collectives(bulk: bool) -> pl.DataFrame:
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "rank1.log"), "w", encoding="utf-8", errors="surrogatepass") as f:
+                f.write("\n".join(lines) + "\n")
+            sources, _ = discover(tmp)
+            with mock.patch.object(parsers.bulk, "bulk_specs", parsers.bulk.bulk_specs if bulk else lambda: ()):
+                parts = parse_sources(sources, per_file=False).group_tables.get("collectives", [])
+        df = pl.concat([pl.from_arrow(t) for t in parts]) if parts else pl.DataFrame()
+        return df.sort(df.columns, nulls_last=True) if df.height else df
+
+    assert collectives(True).equals(collectives(False))
