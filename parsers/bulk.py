@@ -22,7 +22,7 @@ from .engine import FRAME_COLUMNS, _values, clean, parse_frame, share_decisions
 from .multiline import stream_key
 from .spec import FormatSpec, registry
 
-_AT, _PREFIX, _TOKENS = "_at", "_prefix", "_tokens"
+_CANDIDATE, _AT, _PREFIX, _TOKENS = "_candidate", "_at", "_prefix", "_tokens"
 PREFIX_COLUMNS = ("host", "pid", "rank", "local_rank", "ts", "ts_precision", "ts_inferred", "level", "header",
                   "source", "tee_local_rank", "task", "pod")
 
@@ -51,33 +51,32 @@ def take_bulk(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSpec,
     parsed = parsed.select("file", _PREFIX, *PREFIX_COLUMNS)
     accepted = []
     for spec, rows in taken:
-        rows = _with_prefix(rows, parsed, spec)
-        refused = rows.filter(~pl.col("_ok"))
-        if not refused.is_empty():  # rare: back to the engine, in file order
-            frame = pl.concat([frame, refused.select(frame.columns)]).sort("file", "line")
-        good = rows.filter(pl.col("_ok")).drop("_ok")
-        if not good.is_empty():
+        frame, good = _keep_ok(frame, _with_prefix(rows, parsed, spec))
+        if good is not None:
             accepted.append((spec, good))
     return frame.join(decisions, on="file", how="left", maintain_order="left"), accepted
 
 
 def _take(frame: pl.DataFrame, spec: FormatSpec) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """(the frame without the spec's candidate lines that pass the token checks, those lines)."""
+    """(the frame without the spec's lines whose tail its regex takes, those lines)."""
     text = pl.col("text")
-    frame = frame.with_columns(text.str.contains(spec.literal, literal=True).alias(_AT))
-    candidates = frame.filter(pl.col(_AT))
+    frame = frame.with_columns(text.str.contains(spec.literal, literal=True).alias(_CANDIDATE))
+    candidates = frame.filter(pl.col(_CANDIDATE))
     if candidates.is_empty():
-        return frame.drop(_AT), None
+        return frame.drop(_CANDIDATE), None
     # The engine reads a line with its escapes removed: so does the lane.
     candidates = candidates.with_columns(text=clean(text)).with_columns(
         text.str.find(spec.bulk["after"], literal=True).alias(_AT))
-    rows = _fields(candidates, spec)
-    rest = frame.filter(~pl.col(_AT)).drop(_AT)
+    return _keep_ok(frame.filter(~pl.col(_CANDIDATE)).drop(_CANDIDATE), _fields(candidates, spec))
+
+
+def _keep_ok(frame: pl.DataFrame, rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """(the frame with the refused rows back, in file order, for the engine; the `_ok` rows)."""
     refused = rows.filter(~pl.col("_ok"))
-    if not refused.is_empty():
-        rest = pl.concat([rest, refused.select(rest.columns)]).sort("file", "line")
-    good = rows.filter(pl.col("_ok"))
-    return rest, None if good.is_empty() else good
+    if not refused.is_empty():  # rare
+        frame = pl.concat([frame, refused.select(frame.columns)]).sort("file", "line")
+    good = rows.filter(pl.col("_ok")).drop("_ok")
+    return frame, None if good.is_empty() else good
 
 
 def _fields(candidates: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
@@ -104,17 +103,17 @@ def _probes(rows: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
 
 
 def _with_prefix(rows: pl.DataFrame, parsed: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
-    """The bulk lines with what the engine made of their prefix; `_ok` also asks that the
-    prefix is the spec's header and untimed (a timed line stays with the engine: the untimed
+    """The bulk lines with what the engine made of their prefix; `_ok` where the prefix is the
+    spec's header and untimed (a timed line stays with the engine: the untimed
     lines after it carry its time)."""
     rows = rows.join(parsed, on=["file", _PREFIX], how="left", maintain_order="left")
     prefix_ok = pl.col("header").is_in(list(spec.headers)) & pl.col("ts").is_null()
-    return rows.with_columns(_ok=pl.col("_ok") & prefix_ok.fill_null(False))
+    return rows.with_columns(_ok=prefix_ok.fill_null(False))
 
 
 def finish_bulk(spec: FormatSpec, rows: pl.DataFrame, timed: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(the spec's table rows, the events kept) once the engine has timed the other lines: a
-    bulk line (untimed, see _with_prefixes) takes the time of the last timed line before it in
+    bulk line (untimed, see _with_prefix) takes the time of the last timed line before it in
     its stream."""
     rows = rows.with_columns(_stream=stream_key()).sort("line")
     stamps = (timed.filter(pl.col("ts").is_not_null())
