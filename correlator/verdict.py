@@ -30,6 +30,7 @@ class Rule:
     # what would decide between them (reported as missing_facts).
     alternative_kinds: tuple = ()
     missing_facts: tuple = ()
+    evidence: str | None = None     # SQL returning (file, line) of the deciding lines, in order
 
 
 @dataclass
@@ -131,6 +132,12 @@ class _Defaulting(dict):
 def evidence(con: duckdb.DuckDBPyConnection, verdict: Verdict) -> list[dict]:
     """The lines behind the verdict: the rule's kinds, culprits' lines first, earliest first."""
     rule = next((r for r in rules() if r.name == verdict.rule), None)
+    if rule and rule.evidence:
+        rows = con.execute(f"""select e.file, e.line, e.rank, e.text
+                               from (select *, row_number() over () as k from ({rule.evidence})) q
+                               join aligned_events e using (file, line) order by q.k limit ?""",
+                           [EVIDENCE_ROWS]).fetchall()
+        return [{"file": f, "line": l, "rank": r, "text": t} for f, l, r, t in rows]
     kinds = list(rule.evidence_kinds) if rule else ["traceback", "gloo_timeout", "watchdog_timeout"]
     culprits = verdict.culprit_ranks or [-1]
     rows = con.execute(

@@ -115,3 +115,11 @@ def test_print_scores():
     """Prints the score table (run with -s to see it)."""
     for name, got, want in SCORES:
         print(f"{'OK ' if got == want or 'accepted' in str(got) else 'BAD'} {name:40} got={got} want={want}")
+
+
+def test_blocked_call_evidence_cites_the_frames_that_decide():
+    report = analyze(SAMPLES_DIR / "tr-missing_collective-4" / "logs").report
+    first, *others = report["evidence"]
+    assert (first["rank"], first["text"].rstrip().endswith("in broadcast")) == (2, True)
+    assert others and all(e["text"].rstrip().endswith("in all_reduce") for e in others)
+    assert all(e["file"] and e["line"] for e in report["evidence"])
