@@ -149,7 +149,7 @@ def timeline(
     rank: Optional[list[int]] = typer.Option(None, "--rank", "-r", help="Only these global ranks (repeatable)."),
     around: Optional[str] = typer.Option(None, "--around", help="Centre time (ISO, aligned, UTC), e.g. 2026-11-29T22:05:42."),
     window: float = typer.Option(30.0, "--window", "-w", help="Seconds either side of --around."),
-    everything: bool = typer.Option(False, "--all", "-a", help="Every line, also unrecognised and bulk ones (frames, COLL lines)."),
+    everything: bool = typer.Option(False, "--all", "-a", help="Every event, also unrecognised lines and frames; of NCCL COLL lines the last per stream and communicator (all are in the collectives table)."),
     limit: int = typer.Option(500, "--limit", "-n", help="At most this many lines (0: all)."),
 ) -> None:
     """The merged, clock-aligned timeline of every source, rank-aware.
