@@ -24,6 +24,8 @@ from .tables import SCHEMAS
 # Above this many input bytes the job's tables live in a temporary DuckDB file, not in memory.
 SPILL_BYTES = 512 << 20
 MEMORY_LIMIT = os.environ.get("CORRELATOR_MEMORY_LIMIT", "1GB")
+# While parsing, the parser threads' groups share the memory with DuckDB: it gets less of it.
+INGEST_MEMORY_LIMIT = os.environ.get("CORRELATOR_INGEST_MEMORY_LIMIT", "512MB")
 GROUP_BYTES = 32 << 20     # files parsed together in one engine pass...
 GROUP_FILES = 512          # ...up to this many
 
@@ -52,7 +54,7 @@ def _connect(total_bytes: int) -> tuple[duckdb.DuckDBPyConnection, tempfile.Temp
     MEMORY_LIMIT and spills the rest to a temporary directory (its default is 80% of the RAM)."""
     workdir = tempfile.TemporaryDirectory(prefix="correlator-")
     path = ":memory:" if total_bytes < SPILL_BYTES else str(Path(workdir.name, "job.duckdb"))
-    con = duckdb.connect(path, config={"memory_limit": MEMORY_LIMIT, "temp_directory": workdir.name})
+    con = duckdb.connect(path, config={"memory_limit": INGEST_MEMORY_LIMIT, "temp_directory": workdir.name})
     return con, workdir
 
 
@@ -198,6 +200,7 @@ def dumps(report: dict) -> str:
 
 def decide_and_report(parsed: Parsed, job_dir: Path):
     """Run the queries and the rule table over a parsed job: (job id, verdict, report)."""
+    parsed.con.execute(f"set memory_limit = '{MEMORY_LIMIT}'")  # the parsers are done: the queries get it all
     from . import assemble, verdict as verdicts
     import queries
     queries.run_all(parsed.con)

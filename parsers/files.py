@@ -25,7 +25,7 @@ EVENT_COLUMNS = ("file", "line", "host", "pid", "rank", "local_rank", "source", 
 LINE_KEYS = ("file", "line", "host", "pid", "rank", "local_rank", "ts")
 UNPARSED = "other"           # the kind of a line no format recognised
 WHOLE_FILE_MAX = 256 << 20   # bytes a whole-file parser may read
-GROUP_LINES = 500_000        # lines parsed in one engine pass
+GROUP_LINES = 200_000        # lines parsed in one engine pass
 
 
 @dataclass
