@@ -51,7 +51,8 @@ class Parsed:
 
 def _connect(total_bytes: int) -> tuple[duckdb.DuckDBPyConnection, tempfile.TemporaryDirectory | None]:
     """In memory for small jobs; a temporary file for big ones. Either way DuckDB may use at most
-    MEMORY_LIMIT and spills the rest to a temporary directory (its default is 80% of the RAM)."""
+    INGEST_MEMORY_LIMIT while parsing (MEMORY_LIMIT after) and spills the rest to a temporary
+    directory (its default is 80% of the RAM)."""
     workdir = tempfile.TemporaryDirectory(prefix="correlator-")
     path = ":memory:" if total_bytes < SPILL_BYTES else str(Path(workdir.name, "job.duckdb"))
     con = duckdb.connect(path, config={"memory_limit": INGEST_MEMORY_LIMIT, "temp_directory": workdir.name})
