@@ -105,13 +105,16 @@ def run_scenario(scenario: Scenario, data: Path, repeat: int) -> list[dict]:
         row["naive"] = {k: naive[k] for k in ("wall_s", "cpu_s", "rss_mb", "load")}
         ours = measure([PYTHON, str(HERE / "correlator_run.py"), str(logs)])
         row["correlator"] = {k: ours[k] for k in ("wall_s", "cpu_s", "rss_mb", "load")} | json.loads(ours["stdout"])
+        full = measure([PYTHON, str(HERE / "correlator_run.py"), str(logs), "--full"])
+        row["full"] = {k: full[k] for k in ("wall_s", "cpu_s", "rss_mb", "load")} | json.loads(full["stdout"])
         rows.append(row)
         print_row(row)
     return rows
 
 
 COLUMNS = ("scenario", "MB", "files", "load", "grep s", "naive s", "ingest s", "MB/s", "verdict s",
-           "cpu s", "rss MB", "naive MB", "vs grep", "vs naive", "verdict ok")
+           "cpu s", "rss MB", "naive MB", "vs grep", "vs naive", "verdict ok", "skimmed", "full s", "full rss MB",
+           "full ok")
 
 
 def print_header() -> None:
@@ -119,14 +122,19 @@ def print_header() -> None:
     print(" | ".join("---" for _ in COLUMNS), flush=True)
 
 
+def _verdict_ok(run: dict, row: dict) -> str:
+    ok = [run["kind"], sorted(run["culprits"] or [])] == [row["expected"][0], sorted(row["expected"][1])]
+    return "yes" if ok else f"no: {run['kind']} {run['culprits']}"
+
+
 def print_row(row: dict) -> None:
-    c, g, n = row["correlator"], row["grep"], row["naive"]
-    ok = [c["kind"], sorted(c["culprits"] or [])] == [row["expected"][0], sorted(row["expected"][1])]
+    c, g, n, f = row["correlator"], row["grep"], row["naive"], row["full"]
     cells = (row["scenario"], f"{row['mb']:.0f}", row["files"], f"{c['load']:.1f}", f"{g['wall_s']:.2f}",
              f"{n['wall_s']:.1f}", f"{c['ingest_s']:.1f}", f"{row['mb'] / c['ingest_s']:.1f}",
              f"{c['verdict_s']:.1f}", f"{c['cpu_s']:.1f}", f"{c['rss_mb']:.0f}", f"{n['rss_mb']:.0f}",
              f"{c['verdict_s'] / g['wall_s']:.0f}x", f"{n['wall_s'] / c['verdict_s']:.2f}x",
-             "yes" if ok else f"no: {c['kind']} {c['culprits']}")
+             _verdict_ok(c, row), c["lines_skimmed"], f"{f['verdict_s']:.1f}", f"{f['rss_mb']:.0f}",
+             _verdict_ok(f, row))
     print(" | ".join(str(x) for x in cells), flush=True)
 
 

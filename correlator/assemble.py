@@ -32,7 +32,8 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> list[dict]:
 
 def job_section(con, job_id: str, log_dir: str) -> dict:
     files = _rows(con, "select count(*) filter (where skip_reason is null or lines > 0) as files, "
-                       "coalesce(sum(lines), 0) as lines, coalesce(sum(lines_unparsed), 0) as unparsed from files")[0]
+                       "coalesce(sum(lines), 0) as lines, coalesce(sum(lines_unparsed), 0) as unparsed, "
+                       "coalesce(sum(lines_skimmed), 0) as skimmed from files")[0]
     skipped = _rows(con, "select path, skip_reason as reason from files where skip_reason is not null order by path")
     return {
         "id": job_id, "log_dir": log_dir,
@@ -42,6 +43,7 @@ def job_section(con, job_id: str, log_dir: str) -> dict:
             "select distinct host from processes where host is not null union "
             "select distinct host from events where host is not null and rank is not null order by 1").fetchall()],
         "files": files["files"], "lines": int(files["lines"]), "lines_unparsed": int(files["unparsed"]),
+        "lines_skimmed": int(files["skimmed"]),  # NCCL COLL lines counted, not typed (analyze without --full)
         "files_skipped": skipped,
     }
 

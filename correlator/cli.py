@@ -13,7 +13,7 @@ import typer
 
 from . import __version__
 from .cli_common import ReportFormat as Format, fail as _fail
-from .pipeline import InputError, analyze as analyze_job, dumps
+from .pipeline import COLL_WINDOW, InputError, analyze as analyze_job, dumps
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
                   help="Post-mortem log correlator for distributed training failures.")
@@ -53,6 +53,8 @@ def analyze(
     db: Optional[Path] = typer.Option(None, "--db", help="Also keep the job in this history database."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or notes on stderr."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Notes on stderr: files skipped, timings."),
+    full: bool = typer.Option(False, "--full", help="Type every NCCL COLL line, not only the last "
+                              f"{COLL_WINDOW} per file and communicator (slower on big logs)."),
 ) -> None:
     """Analyse a job: verdict, evidence, aligned timeline, fix.
 
@@ -61,7 +63,8 @@ def analyze(
     fmt = format or (Format.terminal if sys.stdout.isatty() and not out else Format.json)
     bar, on_file = _progress(quiet)
     try:
-        analysis = analyze_job(job_dir, on_file=on_file, keep_tables=db is not None)
+        analysis = analyze_job(job_dir, on_file=on_file, keep_tables=db is not None,
+                               window=None if full else COLL_WINDOW)
     except InputError as e:
         raise _fail(str(e))
     finally:
@@ -196,7 +199,7 @@ def render(report: dict, fmt: str) -> str:
 
 def _register_store() -> None:
     from .cli_store import register
-    register(app, partial(analyze_job, keep_tables=True))
+    register(app, partial(analyze_job, keep_tables=True, window=None))  # the store keeps every line typed
 
 
 _register_store()

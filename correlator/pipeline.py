@@ -28,6 +28,9 @@ MEMORY_LIMIT = os.environ.get("CORRELATOR_MEMORY_LIMIT", "1GB")
 INGEST_MEMORY_LIMIT = os.environ.get("CORRELATOR_INGEST_MEMORY_LIMIT", "512MB")
 GROUP_BYTES = 32 << 20     # files parsed together in one engine pass...
 GROUP_FILES = 512          # ...up to this many
+# NCCL COLL lines typed per file and communicator (each pass) by `analyze`: a rank's stream ends
+# where it stopped, so the verdict reads the end; the lines before are counted (`--full`: typed).
+COLL_WINDOW = 8192
 
 
 class InputError(Exception):
@@ -75,6 +78,7 @@ def _file_row(result: FileResult) -> dict:
         "host": result.hints.get("host"), "rank": result.hints.get("rank"),
         "local_rank": result.hints.get("local_rank"),
         "mtime": None if result.mtime is None else int(result.mtime * 1_000_000),
+        "lines_skimmed": result.skimmed,
     }
 
 
@@ -118,8 +122,10 @@ def _insert_results(con: duckdb.DuckDBPyConnection, results: GroupResults) -> No
         _insert(con, name, pa.concat_tables(tables))
 
 
-def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None) -> Parsed:
-    """Parse every file of the job into a DuckDB connection, one group of files' tables at a time."""
+def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None,
+              window: int | None = None) -> Parsed:
+    """Parse every file of the job into a DuckDB connection, one group of files' tables at a time;
+    every line typed, or with a `window` only the last NCCL COLL lines (see COLL_WINDOW)."""
     job_dir = Path(job_dir)
     if not job_dir.exists():
         raise InputError(f"{job_dir}: no such directory")
@@ -130,7 +136,7 @@ def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], Non
     create_tables(con)
     parsed = Parsed(con, list(skipped), workdir)
     done = 0
-    for results in _parse_groups(_groups(sources), workers):
+    for results in _parse_groups(_groups(sources), workers, window):
         _insert_results(con, results)
         parsed.skipped += [Skipped(r.path, r.skip_reason, r.stats.bytes) for r in results if r.skip_reason]
         done += len(results)
@@ -145,13 +151,13 @@ def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], Non
     return parsed
 
 
-def _parse_groups(groups: Iterable[list[Source]], workers: int) -> Iterator[GroupResults]:
+def _parse_groups(groups: Iterable[list[Source]], workers: int, window: int | None) -> Iterator[GroupResults]:
     """Groups parsed in parallel, in order, with a bounded number in flight: memory is bounded
     by a few groups, not by the job."""
     with ThreadPoolExecutor(max_workers=workers) as pool:
         in_flight: deque = deque()
         for group in groups:
-            in_flight.append(pool.submit(parse_sources, group, False))
+            in_flight.append(pool.submit(parse_sources, group, False, window))
             if len(in_flight) > 2 * workers:
                 yield in_flight.popleft().result()
         while in_flight:
@@ -211,11 +217,12 @@ def decide_and_report(parsed: Parsed, job_dir: Path):
 
 
 def analyze(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None,
-            keep_tables: bool = False) -> Analysis:
+            keep_tables: bool = False, window: int | None = COLL_WINDOW) -> Analysis:
     """The whole analysis of one job directory. The job's tables come along only when asked for
-    (to store them): copied out of DuckDB they would cost as much memory as the logs."""
+    (to store them): copied out of DuckDB they would cost as much memory as the logs.
+    `window=None` types every NCCL COLL line (see COLL_WINDOW)."""
     job_dir = Path(job_dir)
-    parsed = parse_job(job_dir, workers, on_file)
+    parsed = parse_job(job_dir, workers, on_file, window)
     try:
         job_id, _, report = decide_and_report(parsed, job_dir)
         return Analysis(job_dir, job_id, tables_of(parsed.con) if keep_tables else {}, report)

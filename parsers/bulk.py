@@ -11,6 +11,12 @@ spec's header, or is timed, goes the general way, so the lane changes speed, nev
 Bulk lines become rows of the spec's table; of their events only the last line per stream and
 communicator is kept (evidence and timeline need the line where a rank stopped, not millions of
 identical ones before it). Every line is still counted in its file's `lines`.
+
+With a window (the default of `correlator analyze`), only the last `window` lines per file and
+communicator of each engine pass are typed; the others are counted (`lines_skimmed`), never
+typed. A hang shows where each rank stopped issuing collectives, and that is at the end of its
+stream: the last line per communicator is always typed, so every rank's last seq is exact, and
+a disagreement between ranks is looked for over the last `window` collectives of each.
 """
 from __future__ import annotations
 
@@ -32,19 +38,23 @@ def bulk_specs() -> tuple[FormatSpec, ...]:
     return tuple(s for s in registry() if s.bulk)
 
 
-def take_bulk(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSpec, pl.DataFrame]]]:
-    """(the lines left for the engine, [(spec, its parsed bulk lines)]).
+def take_bulk(frame: pl.DataFrame, window: int | None = None
+              ) -> tuple[pl.DataFrame, list[tuple[FormatSpec, pl.DataFrame]], pl.DataFrame]:
+    """(the lines left for the engine, [(spec, its parsed bulk lines)], per file the bulk lines
+    counted only, outside the window).
 
     A launcher wrapper that applies per file (srun's label, min_share) is decided over all the
     file's lines: the lines left and the distinct prefixes, each prefix weighing as many lines as
     it stands for; both engine passes (prefixes here, the rest in the caller) keep that decision."""
-    taken = []
+    taken, skimmed = [], [pl.DataFrame(schema={"file": pl.String, "skimmed": pl.UInt32})]
     for spec in bulk_specs():
-        frame, rows = _take(frame, spec)
+        frame, rows, counted = _take(frame, spec, window)
+        skimmed.append(counted)
         if rows is not None:
             taken.append((spec, rows))
+    skimmed = pl.concat(skimmed).group_by("file").agg(pl.col("skimmed").sum())
     if not taken:
-        return frame, []
+        return frame, [], skimmed
     probes = pl.concat([_probes(rows, spec) for spec, rows in taken])
     decisions = share_decisions(pl.concat([frame.select(FRAME_COLUMNS), probes.select(FRAME_COLUMNS)]))
     parsed, _ = parse_frame(probes.join(decisions, on="file", how="left", maintain_order="left"))
@@ -54,20 +64,38 @@ def take_bulk(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSpec,
         frame, good = _keep_ok(frame, _with_prefix(rows, parsed, spec))
         if good is not None:
             accepted.append((spec, good))
-    return frame.join(decisions, on="file", how="left", maintain_order="left"), accepted
+    return frame.join(decisions, on="file", how="left", maintain_order="left"), accepted, skimmed
 
 
-def _take(frame: pl.DataFrame, spec: FormatSpec) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """(the frame without the spec's lines whose tail its regex takes, those lines)."""
+def _take(frame: pl.DataFrame, spec: FormatSpec, window: int | None
+          ) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame]:
+    """(the frame without the spec's candidate lines, those its regex takes, per file the
+    candidates counted only)."""
     text = pl.col("text")
     frame = frame.with_columns(text.str.contains(spec.literal, literal=True).alias(_CANDIDATE))
     candidates = frame.filter(pl.col(_CANDIDATE))
+    candidates, skimmed = _window(candidates, spec, window)
     if candidates.is_empty():
-        return frame.drop(_CANDIDATE), None
+        return frame.filter(~pl.col(_CANDIDATE)).drop(_CANDIDATE), None, skimmed
     # The engine reads a line with its escapes removed: so does the lane.
     candidates = candidates.with_columns(text=clean(text)).with_columns(
         text.str.find(spec.bulk["after"], literal=True).alias(_AT))
-    return _keep_ok(frame.filter(~pl.col(_CANDIDATE)).drop(_CANDIDATE), _fields(candidates, spec))
+    return *_keep_ok(frame.filter(~pl.col(_CANDIDATE)).drop(_CANDIDATE), _fields(candidates, spec)), skimmed
+
+
+def _window(candidates: pl.DataFrame, spec: FormatSpec, window: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the candidates among the last `window` per file and key, per file how many others).
+    The key is read from the raw line by two cheap kernels (find, slice): the lines outside the
+    window are never cleaned, split or matched. A line without the key is kept."""
+    if window is None or candidates.height <= window:
+        return candidates, pl.DataFrame(schema={"file": pl.String, "skimmed": pl.UInt32})
+    after = spec.bulk["window_after"]
+    at = pl.col("text").str.find(after, literal=True)
+    key = pl.col("text").str.slice(at + len(after), spec.bulk["window_chars"])
+    from_end = pl.col("line").rank("ordinal", descending=True).over("file", key)
+    keep = candidates.select(key.is_null() | (from_end <= window)).to_series()
+    skimmed = candidates.filter(~keep).group_by("file").agg(pl.len().alias("skimmed"))
+    return candidates.filter(keep), skimmed
 
 
 def _keep_ok(frame: pl.DataFrame, rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:

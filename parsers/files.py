@@ -34,6 +34,7 @@ class FileResult:
     tables: dict[str, list[pa.Table]] = field(default_factory=dict)
     stats: ReadStats = field(default_factory=ReadStats)
     unparsed: int = 0
+    skimmed: int = 0             # bulk lines counted, not typed (outside the window, see bulk.py)
     kinds: set = field(default_factory=set)
     skip_reason: str | None = None
     hints: dict = field(default_factory=dict)
@@ -90,10 +91,12 @@ def _rows_for_tables(df: pl.DataFrame, emitted: list, sink: Sink) -> None:
         sink.add(spec.table, joined.drop("idx", *(f"{c}_line" for c in both)))
 
 
-def _parse_lines(parts: list, sink: Sink) -> None:
+def _parse_lines(parts: list, sink: Sink, window: int | None) -> None:
     """One engine pass over the lines of one or many files (the bulk lane's lines aside)."""
     from .torchelastic import assemble_child_failed, mark_child_failed  # it registers itself here: import late
-    frame, bulk = take_bulk(group_frame(parts))
+    frame, bulk, skimmed = take_bulk(group_frame(parts), window)
+    for path, count in skimmed.iter_rows():
+        sink.results[path].skimmed += count
     df, emitted = parse_frame(frame)
     df = carry_time(mark_child_failed(mark_tracebacks(df)))
     _rows_for_tables(df, emitted, sink)
@@ -146,12 +149,13 @@ class GroupResults(list):
     group_tables: dict[str, list[pa.Table]]
 
 
-def parse_sources(sources: list[Source], per_file: bool = True) -> list[FileResult]:
+def parse_sources(sources: list[Source], per_file: bool = True, window: int | None = None) -> list[FileResult]:
     """Parse a group of files; small text files share one engine pass (the per-pass cost is
     paid once per group, not once per file), a large one is streamed in batches.
     With per_file=False the line-derived rows of the whole group are on `.group_tables` of the
-    returned list instead of on each result. Never raises for bad input: what cannot be read is
-    a skip reason or a read error."""
+    returned list instead of on each result. With a `window`, bulk lines (NCCL COLL) are typed
+    only for the last `window` per file and communicator of each pass (parsers/bulk.py).
+    Never raises for bad input: what cannot be read is a skip reason or a read error."""
     results = {s.path: FileResult(s.path, hints=s.hints, mtime=s.mtime) for s in sources}
     sink = Sink(results, per_file)
     pending: list[tuple] = []
@@ -165,12 +169,12 @@ def parse_sources(sources: list[Source], per_file: bool = True) -> list[FileResu
                 pending.append(part)
                 pending_lines += len(part[0])
                 if pending_lines >= GROUP_LINES:
-                    _parse_lines(pending, sink)
+                    _parse_lines(pending, sink, window)
                     pending, pending_lines = [], 0
         except Exception as e:  # keep what was parsed; the rest of the file is reported, not lost
             result.stats.error = f"parse error after line {result.stats.lines}: {type(e).__name__}: {e}"[:300]
     if pending:
-        _parse_lines(pending, sink)
+        _parse_lines(pending, sink, window)
     out = GroupResults(results.values())
     out.group_tables = sink.tables
     return out

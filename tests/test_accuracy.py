@@ -111,6 +111,23 @@ def test_generated_job(spec, tmp_path):
     _check(f"generated {_grid_id(spec)}", report, truth)
 
 
+COLL_GRID = [s for s in GRID if s.coll_lines]
+
+
+@pytest.mark.parametrize("spec", COLL_GRID, ids=[_grid_id(s) for s in COLL_GRID])
+def test_a_window_of_coll_lines_gives_the_verdict_of_every_line(spec, tmp_path):
+    """`analyze` types only the last NCCL COLL lines per file and communicator: with a window of
+    4 lines (the default is 8192) every generated NCCL job still gets the verdict, first stalled
+    rank and divergence that typing every line gives, and the other lines are counted."""
+    generate_job(tmp_path, spec)
+    windowed = analyze(tmp_path / "logs", window=4).report
+    full = analyze(tmp_path / "logs", window=None).report
+    for key in ("verdict", "first_stalled", "divergence"):
+        assert windowed[key] == full[key], key
+    assert windowed["job"]["lines_skimmed"] > 0 and full["job"]["lines_skimmed"] == 0
+    assert windowed["job"]["lines"] == full["job"]["lines"]
+
+
 def test_print_scores():
     """Prints the score table (run with -s to see it)."""
     for name, got, want in SCORES:

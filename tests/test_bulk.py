@@ -84,3 +84,31 @@ def test_generated_jobs_give_the_same_tables_either_way(tmp_path, monkeypatch, l
     kept = tables["events"].filter(pl.col("kind") == "nccl_coll").group_by("file").agg(pl.col("line").max())
     last = coll.group_by("file").agg(pl.col("line").max())
     assert _sorted(kept).equals(_sorted(last))
+
+
+def test_a_window_types_the_last_lines_per_communicator_and_counts_the_rest(tmp_path):
+    """Two communicators, one busy and one used once early: the window keeps the last lines of
+    each (so the quiet one's last seq stays exact), counts the others, and keeps a line it cannot
+    key; every line stays counted in the file."""
+    busy = [COLL.format(seq=s) for s in range(20)]
+    quiet = COLL.format(seq=0).replace("comm 0x55d6aacc52a0", "comm 0x55d6aacc52a1")
+    keyless = COLL.format(seq=99).replace(" comm 0x55d6aacc52a0", "")
+    lines = ["node1:30162:30162 [0] NCCL INFO " + t for t in [quiet, *busy, keyless]]
+    (tmp_path / "rank0.log").write_text("\n".join(lines) + "\n")
+    sources, _ = discover(tmp_path)
+    results = parse_sources(sources, per_file=False, window=3)
+    [result] = results
+    rows = pl.concat([pl.from_arrow(t) for t in results.group_tables["collectives"]])
+    by_comm = rows.group_by("comm").agg(pl.col("seq").sort()).sort("comm")
+    assert by_comm.rows() == [("0x55d6aacc52a0", [17, 18, 19]), ("0x55d6aacc52a1", [0])]
+    assert result.skimmed == 17 and result.stats.lines == 22
+    events = pl.concat([pl.from_arrow(t) for t in results.group_tables["events"]])
+    assert events.filter(pl.col("line") == 22)["kind"].to_list() == ["nccl"], "the keyless line is not skimmed"
+
+
+def test_no_window_types_every_line(tmp_path):
+    lines = ["node1:30162:30162 [0] NCCL INFO " + COLL.format(seq=s) for s in range(20)]
+    (tmp_path / "rank0.log").write_text("\n".join(lines) + "\n")
+    sources, _ = discover(tmp_path)
+    results = parse_sources(sources, per_file=False)
+    assert results[0].skimmed == 0 and sum(t.num_rows for t in results.group_tables["collectives"]) == 20

@@ -28,6 +28,11 @@ def test_analyze_json_follows_the_contract():
     assert all(e["file"] and e["line"] for e in report["evidence"])
 
 
+def test_analyze_full_types_every_line(tmp_path):
+    report = json.loads(run("analyze", SAMPLE, "--format", "json", "--full").stdout)
+    assert report["verdict"]["kind"] == "rank_stalled" and report["job"]["lines_skimmed"] == 0
+
+
 @pytest.mark.parametrize("fmt,marker", [("terminal", "rank_stalled"), ("markdown", "## Verdict"), ("html", "<svg")])
 def test_analyze_other_formats(fmt, marker, tmp_path):
     out = tmp_path / f"report.{fmt}"

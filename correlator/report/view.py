@@ -159,6 +159,8 @@ def _job_section(job: dict, max_rows: int) -> Section:
         f"{_value(job.get('files'))} files, {_value(job.get('lines'))} lines, "
         f"{_value(job.get('lines_unparsed'))} unparsed",
     ]
+    if job.get("lines_skimmed"):
+        parts.append(f"{_value(job.get('lines_skimmed'))} earlier NCCL COLL lines counted, not typed (--full types them)")
     if job.get("skipped_lines") is not None:
         parts.append(f"{_value(job.get('skipped_lines'))} lines skipped")
     section = Section("Job", paragraphs=[f"{clean_line(job.get('id')) or 'job'} in "
