@@ -23,6 +23,7 @@ from __future__ import annotations
 from functools import cache
 
 import polars as pl
+import pyarrow as pa
 
 from .engine import FRAME_COLUMNS, _values, clean, parse_frame, share_decisions
 from .multiline import stream_key
@@ -83,21 +84,6 @@ def _take(frame: pl.DataFrame, spec: FormatSpec, window: int | None
     return *_keep_ok(frame.filter(~pl.col(_CANDIDATE)).drop(_CANDIDATE), _fields(candidates, spec)), skimmed
 
 
-def _window(candidates: pl.DataFrame, spec: FormatSpec, window: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(the candidates among the last `window` per file and key, per file how many others).
-    The key is read from the raw line by two cheap kernels (find, slice): the lines outside the
-    window are never cleaned, split or matched. A line without the key is kept."""
-    if window is None or candidates.height <= window:
-        return candidates, pl.DataFrame(schema={"file": pl.String, "skimmed": pl.UInt32})
-    after = spec.bulk["window_after"]
-    at = pl.col("text").str.find(after, literal=True)
-    key = pl.col("text").str.slice(at + len(after), spec.bulk["window_chars"])
-    from_end = pl.col("line").rank("ordinal", descending=True).over("file", key)
-    keep = candidates.select(key.is_null() | (from_end <= window)).to_series()
-    skimmed = candidates.filter(~keep).group_by("file").agg(pl.len().alias("skimmed"))
-    return candidates.filter(keep), skimmed
-
-
 def _keep_ok(frame: pl.DataFrame, rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """(the frame with the refused rows back, in file order, for the engine; the `_ok` rows)."""
     refused = rows.filter(~pl.col("_ok"))
@@ -105,6 +91,40 @@ def _keep_ok(frame: pl.DataFrame, rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.
         frame = pl.concat([frame, refused.select(frame.columns)]).sort("file", "line")
     good = rows.filter(pl.col("_ok")).drop("_ok")
     return frame, None if good.is_empty() else good
+
+
+def _window(candidates: pl.DataFrame, spec: FormatSpec, window: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the candidates among the last `window` per file and key, per file how many others)."""
+    if window is None or candidates.height <= window:
+        return candidates, pl.DataFrame(schema={"file": pl.String, "skimmed": pl.UInt32})
+    outside = candidates.select(_outside_window(spec, window, "file")).to_series()
+    skimmed = candidates.filter(outside).group_by("file").agg(pl.len().alias("skimmed"))
+    return candidates.filter(~outside), skimmed
+
+
+def _outside_window(spec: FormatSpec, window: int, *by: str) -> pl.Expr:
+    """The spec's lines that are not among the last `window` of their key (and `by`). The key is
+    read from the raw line by two cheap kernels (find, slice): the lines outside the window are
+    never cleaned, split or matched. A line without the key is never outside."""
+    text, after = pl.col("text"), spec.bulk["window_after"]
+    key = pl.when(text.str.contains(spec.literal, literal=True)).then(
+        text.str.slice(text.str.find(after, literal=True) + len(after), spec.bulk["window_chars"]))
+    from_end = pl.col("line").rank("ordinal", descending=True).over(*by, key)
+    return key.is_not_null() & (from_end > window)
+
+
+def thin_batch(lines: pa.Array, first: int, window: int) -> tuple[pa.Array, int | pl.Series, int]:
+    """A batch of one file as it is read, without the bulk lines that cannot be among the last
+    `window` of their key (as many of the same key follow in this batch): (lines, their numbers,
+    how many were left out). The engine's passes are then sized by the lines kept, not read."""
+    frame = pl.DataFrame({"text": pl.Series("text", lines, dtype=pl.String),
+                          "line": pl.int_range(first, first + len(lines), dtype=pl.Int64, eager=True)})
+    outside = frame.select(pl.any_horizontal(_outside_window(spec, window) for spec in bulk_specs())).to_series()
+    dropped = outside.sum()
+    if not dropped:
+        return lines, first, 0
+    kept = frame.filter(~outside)
+    return kept["text"].to_arrow(), kept["line"], dropped
 
 
 def _fields(candidates: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:

@@ -315,24 +315,23 @@ def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSp
 FRAME_COLUMNS = ("text", "line", "file", "hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd", "_lines")
 
 
-def group_frame(parts: list[tuple[pa.Array, int, FileContext]]) -> pl.DataFrame:
+def group_frame(parts: list[tuple[pa.Array, int | pl.Series, FileContext]]) -> pl.DataFrame:
     """One parse_frame input for the batches of many files, built in one go: a frame per small
-    file costs more than parsing it."""
+    file costs more than parsing it. A part's lines are numbered from its first line on, or by
+    an array of line numbers (a batch the bulk lane has thinned, parsers/bulk.py)."""
     sizes = [len(lines) for lines, _, _ in parts]
     contexts = pl.DataFrame({
         "file": [c.path for _, _, c in parts], "hint_host": [c.host for _, _, c in parts],
         "hint_rank": [c.rank for _, _, c in parts], "hint_local_rank": [c.local_rank for _, _, c in parts],
-        "year": [c.year for _, _, c in parts], "ref_mmdd": [c.ref_mmdd for _, _, c in parts],
-        "first": [first for _, first, _ in parts], "_n": sizes,
+        "year": [c.year for _, _, c in parts], "ref_mmdd": [c.ref_mmdd for _, _, c in parts], "_n": sizes,
     }, schema={"file": pl.String, "hint_host": pl.String, "hint_rank": pl.Int64, "hint_local_rank": pl.Int64,
-               "year": pl.Int32, "ref_mmdd": pl.Int32, "first": pl.Int64, "_n": pl.Int64})
+               "year": pl.Int32, "ref_mmdd": pl.Int32, "_n": pl.Int64})
     expanded = contexts.select(pl.all().repeat_by(pl.col("_n")).explode()).filter(pl.col("_n").is_not_null())
     text = pl.Series("text", pa.chunked_array([lines for lines, _, _ in parts], pa.large_string()), dtype=pl.String)
-    return expanded.with_columns(
-        text=text,
-        line=pl.col("first") + pl.int_range(0, pl.len(), dtype=pl.Int64).over("file", "first"),
-        _lines=pl.lit(1, pl.Int64),
-    ).select(*FRAME_COLUMNS)
+    numbers = [pl.int_range(at, at + n, dtype=pl.Int64, eager=True) if isinstance(at, int) else at.cast(pl.Int64)
+               for (_, at, _), n in zip(parts, sizes)]
+    line = pl.concat(numbers).alias("line") if numbers else pl.Series("line", [], pl.Int64)
+    return expanded.with_columns(text=text, line=line, _lines=pl.lit(1, pl.Int64)).select(*FRAME_COLUMNS)
 
 
 def _prepare(df: pl.DataFrame) -> pl.DataFrame:

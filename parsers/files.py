@@ -15,7 +15,7 @@ import pyarrow as pa
 from correlator.discover import Source, read_head, sniff
 from correlator.tables import conform
 
-from .bulk import finish_bulk, take_bulk
+from .bulk import finish_bulk, take_bulk, thin_batch
 from .engine import FileContext, group_frame, parse_frame
 from .multiline import carry_time, mark_tracebacks
 from .reader import ReadStats, iter_batches
@@ -116,10 +116,15 @@ def _parse_lines(parts: list, sink: Sink, window: int | None) -> None:
             sink.results[path].kinds.add(spec.name)
 
 
-def _read_batches(src: Source, result: FileResult) -> Iterator[tuple]:
+def _read_batches(src: Source, result: FileResult, window: int | None) -> Iterator[tuple]:
+    """(lines, first line number or the line numbers, file context) per batch; with a window,
+    without the bulk lines it would leave out anyway (counted in `skimmed`)."""
     ctx = FileContext.for_mtime(src.path, src.mtime, **src.hints)
     with src.open() as stream:
         for first, lines in iter_batches(stream, result.stats):
+            if window is not None:
+                lines, first, dropped = thin_batch(lines, first, window)
+                result.skimmed += dropped
             yield lines, first, ctx
 
 
@@ -165,7 +170,7 @@ def parse_sources(sources: list[Source], per_file: bool = True, window: int | No
         if _triage(src, result):
             continue
         try:
-            for part in _read_batches(src, result):
+            for part in _read_batches(src, result, window):
                 pending.append(part)
                 pending_lines += len(part[0])
                 if pending_lines >= GROUP_LINES:

@@ -3,15 +3,18 @@ identity equals what the general engine gives for the same lines, and what it re
 general way."""
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 import parsers.bulk
+import parsers.files
 from correlator.discover import discover
 from correlator.synth import JobSpec, generate_job
 from parsers.files import parse_sources
+from parsers.reader import iter_batches
 
 COLL = "AllReduce: opCount {seq:x} sendbuff 0x7f00 recvbuff 0x7f00 count 1024 datatype 7 op 0 root 0 comm 0x55d6aacc52a0 [nranks=4] stream 0x55d9"
 HOSTILE_LINES = [
@@ -112,3 +115,22 @@ def test_no_window_types_every_line(tmp_path):
     sources, _ = discover(tmp_path)
     results = parse_sources(sources, per_file=False)
     assert results[0].skimmed == 0 and sum(t.num_rows for t in results.group_tables["collectives"]) == 20
+
+
+def test_a_window_over_many_batches_keeps_what_one_batch_keeps(tmp_path, monkeypatch):
+    """Lines outside the window are left out as each batch is read (parsers/bulk.py thin_batch):
+    a file read in many small batches gives the rows and counts of one read in one batch."""
+    comms = ["0x55d6aacc52a0", "0x55d6aacc52a1"]
+    lines = ["node1:30162:30162 [0] NCCL INFO " + COLL.format(seq=s).replace(comms[0], comms[s % 7 == 0])
+             for s in range(200)]
+    (tmp_path / "rank0.log").write_text("\n".join(lines) + "\n")
+
+    def parse(batch_bytes):
+        monkeypatch.setattr(parsers.files, "iter_batches", partial(iter_batches, batch_bytes=batch_bytes))
+        results = parse_sources(discover(tmp_path)[0], per_file=False, window=5)
+        rows = pl.concat([pl.from_arrow(t) for t in results.group_tables["collectives"]])
+        return _sorted(rows.select("comm", "seq", "line")), results[0].skimmed
+
+    one, many = parse(1 << 20), parse(2000)
+    assert one[0].equals(many[0]) and one[1] == many[1] == 190
+    assert one[0].group_by("comm").agg(pl.col("seq").max()).sort("comm").rows() == [(comms[0], 199), (comms[1], 196)]
