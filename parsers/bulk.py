@@ -103,13 +103,15 @@ def _window(candidates: pl.DataFrame, spec: FormatSpec, window: int | None) -> t
 
 
 def _outside_window(spec: FormatSpec, window: int, *by: str) -> pl.Expr:
-    """The spec's lines that are not among the last `window` of their key (and `by`). The key is
-    read from the raw line by two cheap kernels (find, slice): the lines outside the window are
+    """The spec's lines that are not among the last `window` of their prefix and key (and `by`):
+    the prefix keeps processes apart that share a file (srun -l) and a comm pointer value. Both
+    are read from the raw line by cheap kernels (find, slice): the lines outside the window are
     never cleaned, split or matched. A line without the key is never outside."""
     text, after = pl.col("text"), spec.bulk["window_after"]
     key = pl.when(text.str.contains(spec.literal, literal=True)).then(
         text.str.slice(text.str.find(after, literal=True) + len(after), spec.bulk["window_chars"]))
-    from_end = pl.col("line").rank("ordinal", descending=True).over(*by, key)
+    prefix = text.str.slice(0, text.str.find(spec.bulk["after"], literal=True))
+    from_end = pl.col("line").rank("ordinal", descending=True).over(*by, prefix, key)
     return key.is_not_null() & (from_end > window)
 
 

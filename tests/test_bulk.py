@@ -134,3 +134,14 @@ def test_a_window_over_many_batches_keeps_what_one_batch_keeps(tmp_path, monkeyp
     one, many = parse(1 << 20), parse(2000)
     assert one[0].equals(many[0]) and one[1] == many[1] == 190
     assert one[0].group_by("comm").agg(pl.col("seq").max()).sort("comm").rows() == [(comms[0], 199), (comms[1], 196)]
+
+
+def test_a_window_keeps_apart_processes_that_share_a_file_and_a_comm_pointer(tmp_path):
+    """srun -l puts every task in one file, and two processes may hold the same comm pointer
+    value: task 1 stops early, task 0 goes on; task 1's last collective is still typed."""
+    lines = ["0: node1:100:100 [0] NCCL INFO " + COLL.format(seq=s) for s in range(30)]
+    lines.insert(3, "1: node2:200:200 [0] NCCL INFO " + COLL.format(seq=2))
+    (tmp_path / "job.out").write_text("\n".join(lines) + "\n")
+    results = parse_sources(discover(tmp_path)[0], per_file=False, window=4)
+    rows = pl.concat([pl.from_arrow(t) for t in results.group_tables["collectives"]])
+    assert rows.group_by("host").agg(pl.col("seq").max()).sort("host").rows() == [("node1", 29), ("node2", 2)]
