@@ -164,7 +164,7 @@ def timeline(
     from .pipeline import parse_job
     from .report.sanitize import clean
     try:
-        parsed = parse_job(job_dir)
+        parsed = parse_job(job_dir, window=COLL_WINDOW)  # of COLL lines the timeline shows the last ones anyway
     except InputError as e:
         raise _fail(str(e))
     queries.run_all(parsed.con)

@@ -119,6 +119,8 @@ def thin_batch(lines: pa.Array, first: int, window: int) -> tuple[pa.Array, int 
     """A batch of one file as it is read, without the bulk lines that cannot be among the last
     `window` of their key (as many of the same key follow in this batch): (lines, their numbers,
     how many were left out). The engine's passes are then sized by the lines kept, not read."""
+    if len(lines) <= window:  # nothing to leave out (most files of a many-rank job): no fixed cost
+        return lines, first, 0
     frame = pl.DataFrame({"text": pl.Series("text", lines, dtype=pl.String),
                           "line": pl.int_range(first, first + len(lines), dtype=pl.Int64, eager=True)})
     outside = frame.select(pl.any_horizontal(_outside_window(spec, window) for spec in bulk_specs())).to_series()
