@@ -103,14 +103,18 @@ def _window(candidates: pl.DataFrame, spec: FormatSpec, window: int | None) -> t
 
 
 def _outside_window(spec: FormatSpec, window: int, *by: str) -> pl.Expr:
-    """The spec's lines that are not among the last `window` of their prefix and key (and `by`):
-    the prefix keeps processes apart that share a file (srun -l) and a comm pointer value. Both
-    are read from the raw line by cheap kernels (find, slice): the lines outside the window are
-    never cleaned, split or matched. A line without the key is never outside."""
+    """The spec's lines that are not among the last `window` of their process and key (and `by`).
+    The process is told by the characters just before the split (NCCL's `host:pid:tid [dev]`,
+    not a collector's per-line timestamp further left): it keeps processes apart that share a
+    file (srun -l) and a comm pointer value. Both are read from the raw line by cheap kernels
+    (find, slice): the lines outside the window are never cleaned, split or matched. A line
+    without the key is never outside."""
     text, after = pl.col("text"), spec.bulk["window_after"]
     key = pl.when(text.str.contains(spec.literal, literal=True)).then(
         text.str.slice(text.str.find(after, literal=True) + len(after), spec.bulk["window_chars"]))
-    prefix = text.str.slice(0, text.str.find(spec.bulk["after"], literal=True))
+    at = text.str.find(spec.bulk["after"], literal=True).cast(pl.Int64)  # u32: `at - n` would wrap
+    start = pl.max_horizontal(at - spec.bulk["process_chars"], pl.lit(0))
+    prefix = text.str.slice(start, at - start)
     from_end = pl.col("line").rank("ordinal", descending=True).over(*by, prefix, key)
     return key.is_not_null() & (from_end > window)
 

@@ -95,8 +95,9 @@ def _check(spec: FormatSpec) -> None:
     if spec.min_share and spec.layer != "wrapper":
         raise ValueError(f"{where}: only a wrapper has a min_share")
     if spec.bulk and not (spec.split is not None and spec.literal and spec.headers
-                          and {"after", "keep_last_by", "window_after", "window_chars"} <= set(spec.bulk)):
-        raise ValueError(f"{where}: `bulk` needs split, literal, headers and bulk.after/keep_last_by/window_after/window_chars")
+                          and {"after", "keep_last_by", "window_after", "window_chars", "process_chars"} <= set(spec.bulk)):
+        raise ValueError(f"{where}: `bulk` needs split, literal, headers and "
+                         "bulk.after/keep_last_by/window_after/window_chars/process_chars")
     if not spec.samples:
         raise ValueError(f"{where}: a format declares at least one sample line")
 
