@@ -50,7 +50,7 @@ def analyze(
     job_dir: Path = typer.Argument(..., help="The job's log directory (files, .gz/.zst, tar archives)."),
     format: Format = typer.Option(None, "--format", "-f", help="terminal (default on a TTY), json, markdown, html."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the report to this file."),
-    db: Optional[Path] = typer.Option(None, "--db", help="Also keep the job in this history database."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Also keep the job in this history database (every line typed, as --full)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or notes on stderr."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Notes on stderr: files skipped, timings."),
     full: bool = typer.Option(False, "--full", help="Type every NCCL COLL line, not only the last "
@@ -63,8 +63,9 @@ def analyze(
     fmt = format or (Format.terminal if sys.stdout.isatty() and not out else Format.json)
     bar, on_file = _progress(quiet)
     try:
+        # The store keeps every line typed, as `ingest` does.
         analysis = analyze_job(job_dir, on_file=on_file, keep_tables=db is not None,
-                               window=None if full else COLL_WINDOW)
+                               window=None if full or db is not None else COLL_WINDOW)
     except InputError as e:
         raise _fail(str(e))
     finally:

@@ -75,5 +75,20 @@ def test_history_commands_end_to_end(tmp_path):
     assert list((tmp_path / "pq" / "incidents").rglob("*.parquet"))
 
 
+def test_the_store_keeps_every_coll_line_typed(tmp_path, monkeypatch):
+    """`analyze` counts the COLL lines outside its window; `analyze --db` and `ingest` store them
+    all typed (the window made tiny here: a generated job's communicators have ~100 lines)."""
+    import correlator.cli
+    from correlator.synth import JobSpec, generate_job
+    monkeypatch.setattr(correlator.cli, "COLL_WINDOW", 4)
+    generate_job(tmp_path / "job", JobSpec(nranks=4, coll_lines=True, fault="stall", seed=1))
+    logs, db = tmp_path / "job" / "logs", tmp_path / "h.duckdb"
+    assert json.loads(run("analyze", logs, "--format", "json").stdout)["job"]["lines_skimmed"] > 0
+    for command in (["analyze", logs, "--format", "json", "--db", db], ["ingest", logs, "--db", db]):
+        assert run(*command).exit_code == 0
+        skimmed = run("sql", "select sum(lines_skimmed) from files", "--db", db, "--format", "csv").stdout
+        assert skimmed.splitlines()[1] == "0"
+
+
 def test_version():
     assert run("--version").stdout.startswith("correlator ")
