@@ -16,7 +16,12 @@ With a window (the default of `correlator analyze`), only the last `window` line
 communicator of each engine pass are typed; the others are counted (`lines_skimmed`), never
 typed. A hang shows where each rank stopped issuing collectives, and that is at the end of its
 stream: the last line per communicator is always typed, so every rank's last seq is exact, and
-a disagreement between ranks is looked for over the last `window` collectives of each.
+a disagreement between ranks is looked for over the last `window` collectives of each. A kept
+untimed line takes the time of the last timed line kept before it in its stream (COLL lines are
+all timed or all untimed in a stream NCCL writes, so only a hostile mix can see an older time).
+A per-file wrapper decision (srun's label on 30% of the lines) is taken over the lines kept: a
+file is decided otherwise only if its share of labelled lines is near that bound and most of
+them are COLL lines (`srun -l` labels every line of its output).
 """
 from __future__ import annotations
 

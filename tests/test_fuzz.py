@@ -107,3 +107,38 @@ def test_bulk_lane_and_engine_agree_on_any_coll_lines(lines):
         return df.sort(df.columns, nulls_last=True) if df.height else df
 
     assert collectives(True).equals(collectives(False))
+
+
+COMMS = ["0x55d6", "0x55d7", "0x7f0012345678"]
+
+
+@FAST
+@given(st.lists(st.one_of(coll_like_line(), st.sampled_from(OTHER_LINES)), min_size=1, max_size=40),
+       st.lists(st.sampled_from(COMMS), min_size=40, max_size=40), st.integers(1, 3))
+def test_a_window_only_leaves_out_rows_it_counts(lines, comms, window):
+    """Whatever the lines, the rows typed with a window are rows typed without one, and every
+    row left out is counted in `skimmed`: nothing is lost silently. Time aside: an untimed line
+    takes the time of the last timed line kept before it in its stream, and a timed COLL line of
+    the same stream may have been left out (a stream whose COLL lines are only sometimes timed is
+    not one NCCL writes: its timestamp levels apply to every INFO line or to none)."""
+    # srun's label applies to a file when 30% of the lines the engine sees carry it: with a window
+    # it sees fewer COLL lines, so a file near that share may be decided otherwise (see bulk.py).
+    lines = [line.replace("comm 0x55d6 ", f"comm {comm} ") for line, comm in zip(lines, comms)
+             if not line.startswith("3: ")]
+
+    def parse(window: int | None) -> tuple[pl.DataFrame, int, int]:
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "rank1.log"), "w", encoding="utf-8", errors="surrogatepass") as f:
+                f.write("\n".join(lines) + "\n")
+            results = parse_sources(discover(tmp)[0], per_file=False, window=window)
+        parts = results.group_tables.get("collectives", [])
+        rows = pl.concat([pl.from_arrow(t) for t in parts]) if parts else pl.DataFrame()
+        return rows, results[0].skimmed, results[0].stats.lines
+
+    full, full_skimmed, full_lines = parse(None)
+    kept, skimmed, kept_lines = parse(window)
+    assert full_skimmed == 0 and kept_lines == full_lines
+    if kept.height:
+        columns = [c for c in kept.columns if c != "ts"]
+        assert kept.join(full, on=columns, how="anti", nulls_equal=True).is_empty()
+    assert full.height - kept.height <= skimmed
