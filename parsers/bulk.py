@@ -19,9 +19,8 @@ stream: the last line per communicator is always typed, so every rank's last seq
 a disagreement between ranks is looked for over the last `window` collectives of each. A kept
 untimed line takes the time of the last timed line kept before it in its stream (COLL lines are
 all timed or all untimed in a stream NCCL writes, so only a hostile mix can see an older time).
-A per-file wrapper decision (srun's label on 30% of the lines) is taken over the lines kept: a
-file is decided otherwise only if its share of labelled lines is near that bound and most of
-them are COLL lines (`srun -l` labels every line of its output).
+A per-file wrapper decision (srun's label on 30% of the lines) still weighs the lines left
+out: their distinct prefixes go to it, each standing for its lines.
 """
 from __future__ import annotations
 
@@ -44,49 +43,56 @@ def bulk_specs() -> tuple[FormatSpec, ...]:
     return tuple(s for s in registry() if s.bulk)
 
 
-def take_bulk(frame: pl.DataFrame, window: int | None = None
+def take_bulk(frame: pl.DataFrame, window: int | None = None, left_out: pl.DataFrame | None = None
               ) -> tuple[pl.DataFrame, list[tuple[FormatSpec, pl.DataFrame]], pl.DataFrame]:
     """(the lines left for the engine, [(spec, its parsed bulk lines)], per file the bulk lines
     counted only, outside the window).
 
     A launcher wrapper that applies per file (srun's label, min_share) is decided over all the
     file's lines: the lines left and the distinct prefixes, each prefix weighing as many lines as
-    it stands for; both engine passes (prefixes here, the rest in the caller) keep that decision."""
-    taken, skimmed = [], [pl.DataFrame(schema={"file": pl.String, "skimmed": pl.UInt32})]
+    it stands for, also those of the lines left out by the window (`left_out`: thin_batch's
+    prefixes, in FRAME_COLUMNS); both engine passes (prefixes here, the rest in the caller) keep
+    that decision."""
+    taken, skimmed, weights = [], [], [] if left_out is None else [left_out.select(FRAME_COLUMNS)]
     for spec in bulk_specs():
-        frame, rows, counted = _take(frame, spec, window)
-        skimmed.append(counted)
+        frame, rows, outside = _take(frame, spec, window)
+        if outside is not None:
+            skimmed.append(outside.group_by("file").agg(pl.len().alias("skimmed")))
+            weights.append(_probes(outside, spec).select(FRAME_COLUMNS))
         if rows is not None:
             taken.append((spec, rows))
-    skimmed = pl.concat(skimmed).group_by("file").agg(pl.col("skimmed").sum())
-    if not taken:
+    skimmed = pl.concat([pl.DataFrame(schema={"file": pl.String, "skimmed": pl.UInt32}), *skimmed])
+    skimmed = skimmed.group_by("file").agg(pl.col("skimmed").sum())
+    if not taken and not weights:
         return frame, [], skimmed
-    probes = pl.concat([_probes(rows, spec) for spec, rows in taken])
-    decisions = share_decisions(pl.concat([frame.select(FRAME_COLUMNS), probes.select(FRAME_COLUMNS)]))
-    parsed, _ = parse_frame(probes.join(decisions, on="file", how="left", maintain_order="left"))
-    parsed = parsed.select("file", _PREFIX, *PREFIX_COLUMNS)
+    probes = pl.concat([_probes(rows, spec) for spec, rows in taken]) if taken else None
+    decisions = share_decisions(pl.concat([frame.select(FRAME_COLUMNS), *weights,
+                                           *([] if probes is None else [probes.select(FRAME_COLUMNS)])]))
     accepted = []
-    for spec, rows in taken:
-        frame, good = _keep_ok(frame, _with_prefix(rows, parsed, spec))
-        if good is not None:
-            accepted.append((spec, good))
+    if probes is not None:
+        parsed, _ = parse_frame(probes.join(decisions, on="file", how="left", maintain_order="left"))
+        parsed = parsed.select("file", _PREFIX, *PREFIX_COLUMNS)
+        for spec, rows in taken:
+            frame, good = _keep_ok(frame, _with_prefix(rows, parsed, spec))
+            if good is not None:
+                accepted.append((spec, good))
     return frame.join(decisions, on="file", how="left", maintain_order="left"), accepted, skimmed
 
 
 def _take(frame: pl.DataFrame, spec: FormatSpec, window: int | None
-          ) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame]:
-    """(the frame without the spec's candidate lines, those its regex takes, per file the
-    candidates counted only)."""
+          ) -> tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None]:
+    """(the frame without the spec's candidate lines, those its regex takes, the candidates
+    outside the window, with their prefix)."""
     text = pl.col("text")
     frame = frame.with_columns(text.str.contains(spec.literal, literal=True).alias(_CANDIDATE))
     candidates = frame.filter(pl.col(_CANDIDATE))
-    candidates, skimmed = _window(candidates, spec, window)
+    candidates, outside = _window(candidates, spec, window)
     if candidates.is_empty():
-        return frame.filter(~pl.col(_CANDIDATE)).drop(_CANDIDATE), None, skimmed
+        return frame.filter(~pl.col(_CANDIDATE)).drop(_CANDIDATE), None, outside
     # The engine reads a line with its escapes removed: so does the lane.
     candidates = candidates.with_columns(text=clean(text)).with_columns(
         text.str.find(spec.bulk["after"], literal=True).alias(_AT))
-    return *_keep_ok(frame.filter(~pl.col(_CANDIDATE)).drop(_CANDIDATE), _fields(candidates, spec)), skimmed
+    return *_keep_ok(frame.filter(~pl.col(_CANDIDATE)).drop(_CANDIDATE), _fields(candidates, spec)), outside
 
 
 def _keep_ok(frame: pl.DataFrame, rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
@@ -98,13 +104,22 @@ def _keep_ok(frame: pl.DataFrame, rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.
     return frame, None if good.is_empty() else good
 
 
-def _window(candidates: pl.DataFrame, spec: FormatSpec, window: int | None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(the candidates among the last `window` per file and key, per file how many others)."""
+def _window(candidates: pl.DataFrame, spec: FormatSpec, window: int | None
+            ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """(the candidates among the last `window` per file, process and key; the others, with
+    their prefix as _probes reads it)."""
     if window is None or candidates.height <= window:
-        return candidates, pl.DataFrame(schema={"file": pl.String, "skimmed": pl.UInt32})
+        return candidates, None
     outside = candidates.select(_outside_window(spec, window, "file")).to_series()
-    skimmed = candidates.filter(outside).group_by("file").agg(pl.len().alias("skimmed"))
-    return candidates.filter(~outside), skimmed
+    if not outside.any():
+        return candidates, None
+    left_out = candidates.filter(outside).with_columns(_prefix_of(spec).alias(_PREFIX))
+    return candidates.filter(~outside), left_out
+
+
+def _prefix_of(spec: FormatSpec) -> pl.Expr:
+    """A raw line's head before the spec's split (uncleaned: a per-file decision's weight only)."""
+    return pl.col("text").str.slice(0, pl.col("text").str.find(spec.bulk["after"], literal=True))
 
 
 def _outside_window(spec: FormatSpec, window: int, *by: str) -> pl.Expr:
@@ -124,20 +139,25 @@ def _outside_window(spec: FormatSpec, window: int, *by: str) -> pl.Expr:
     return key.is_not_null() & (from_end > window)
 
 
-def thin_batch(lines: pa.Array, first: int, window: int) -> tuple[pa.Array, int | pl.Series, int]:
+def thin_batch(lines: pa.Array, first: int, window: int
+               ) -> tuple[pa.Array, int | pl.Series, int, pl.DataFrame | None]:
     """A batch of one file as it is read, without the bulk lines that cannot be among the last
     `window` of their key (as many of the same key follow in this batch): (lines, their numbers,
-    how many were left out). The engine's passes are then sized by the lines kept, not read."""
+    how many were left out, the distinct prefixes of those with how many lines each stands for,
+    as `text` and `_lines` of probe lines, see _probes). The engine's passes are then sized by the
+    lines kept, not read."""
     if len(lines) <= window:  # nothing to leave out (most files of a many-rank job): no fixed cost
-        return lines, first, 0
+        return lines, first, 0, None
     frame = pl.DataFrame({"text": pl.Series("text", lines, dtype=pl.String),
                           "line": pl.int_range(first, first + len(lines), dtype=pl.Int64, eager=True)})
-    outside = frame.select(pl.any_horizontal(_outside_window(spec, window) for spec in bulk_specs())).to_series()
-    dropped = outside.sum()
-    if not dropped:
-        return lines, first, 0
-    kept = frame.filter(~outside)
-    return kept["text"].to_arrow(), kept["line"], dropped
+    outside = [(spec, frame.select(_outside_window(spec, window)).to_series()) for spec in bulk_specs()]
+    left_out = [frame.filter(out).group_by(_prefix_of(spec).alias(_PREFIX)).agg(_lines=pl.len().cast(pl.Int64))
+                .select(text=pl.col(_PREFIX) + spec.bulk["after"] + "-", _lines="_lines")
+                for spec, out in outside if out.any()]
+    if not left_out:
+        return lines, first, 0, None
+    kept = frame.filter(~pl.any_horizontal(out for _, out in outside))
+    return kept["text"].to_arrow(), kept["line"], len(lines) - kept.height, pl.concat(left_out)
 
 
 def _fields(candidates: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
@@ -159,7 +179,8 @@ def _fields(candidates: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
 def _probes(rows: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
     """One engine line per distinct (file, prefix), standing for the lines that have it."""
     return rows.group_by("file", _PREFIX, maintain_order=True).agg(
-        pl.col("hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd").first(), _lines=pl.len().cast(pl.Int64),
+        pl.col("hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd").first(),
+        _lines=pl.col("_lines").sum().cast(pl.Int64),
     ).with_columns(text=pl.col(_PREFIX) + spec.bulk["after"] + "-", line=pl.lit(0, pl.Int64))
 
 

@@ -16,7 +16,7 @@ from correlator.discover import Source, read_head, sniff
 from correlator.tables import conform
 
 from .bulk import finish_bulk, take_bulk, thin_batch
-from .engine import FileContext, group_frame, parse_frame
+from .engine import FRAME_COLUMNS, FileContext, group_frame, parse_frame
 from .multiline import carry_time, mark_tracebacks
 from .reader import ReadStats, iter_batches
 
@@ -94,7 +94,7 @@ def _rows_for_tables(df: pl.DataFrame, emitted: list, sink: Sink) -> None:
 def _parse_lines(parts: list, sink: Sink, window: int | None) -> None:
     """One engine pass over the lines of one or many files (the bulk lane's lines aside)."""
     from .torchelastic import assemble_child_failed, mark_child_failed  # it registers itself here: import late
-    frame, bulk, skimmed = take_bulk(group_frame(parts), window)
+    frame, bulk, skimmed = take_bulk(group_frame([part[:3] for part in parts]), window, _left_out(parts))
     for path, count in skimmed.iter_rows():
         sink.results[path].skimmed += count
     df, emitted = parse_frame(frame)
@@ -117,15 +117,27 @@ def _parse_lines(parts: list, sink: Sink, window: int | None) -> None:
 
 
 def _read_batches(src: Source, result: FileResult, window: int | None) -> Iterator[tuple]:
-    """(lines, first line number or the line numbers, file context) per batch; with a window,
-    without the bulk lines it would leave out anyway (counted in `skimmed`)."""
+    """(lines, first line number or the line numbers, file context, prefixes of the lines left
+    out) per batch; with a window, without the bulk lines it would leave out anyway (counted in
+    `skimmed`; their prefixes still weigh in the file's wrapper decisions, see take_bulk)."""
     ctx = FileContext.for_mtime(src.path, src.mtime, **src.hints)
     with src.open() as stream:
         for first, lines in iter_batches(stream, result.stats):
+            left_out = None
             if window is not None:
-                lines, first, dropped = thin_batch(lines, first, window)
+                lines, first, dropped, left_out = thin_batch(lines, first, window)
                 result.skimmed += dropped
-            yield lines, first, ctx
+            yield lines, first, ctx, left_out
+
+
+def _left_out(parts: list[tuple]) -> pl.DataFrame | None:
+    """The prefixes of the lines thin_batch left out, as probe lines of their files (FRAME_COLUMNS)."""
+    frames = [left_out.with_columns(file=pl.lit(ctx.path), hint_host=pl.lit(ctx.host, pl.String),
+                                    hint_rank=pl.lit(ctx.rank, pl.Int64), hint_local_rank=pl.lit(ctx.local_rank, pl.Int64),
+                                    year=pl.lit(ctx.year, pl.Int32), ref_mmdd=pl.lit(ctx.ref_mmdd, pl.Int32),
+                                    line=pl.lit(0, pl.Int64)).select(FRAME_COLUMNS)
+              for _, _, ctx, left_out in parts if left_out is not None]
+    return pl.concat(frames) if frames else None
 
 
 def _triage(src: Source, result: FileResult) -> bool:

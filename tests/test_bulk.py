@@ -145,3 +145,15 @@ def test_a_window_keeps_apart_processes_that_share_a_file_and_a_comm_pointer(tmp
     results = parse_sources(discover(tmp_path)[0], per_file=False, window=4)
     rows = pl.concat([pl.from_arrow(t) for t in results.group_tables["collectives"]])
     assert rows.group_by("host").agg(pl.col("seq").max()).sort("host").rows() == [("node1", 29), ("node2", 2)]
+
+
+def test_lines_left_out_still_weigh_in_the_files_srun_label_decision(tmp_path):
+    """srun's label applies to a file where 30% of its lines carry it. Here 3 of 10 do, all COLL
+    lines of one comm: a window of 1 types one of them, and the two left out still count, so the
+    label (task 3) still applies to the one typed."""
+    other = ["2026-11-29 21:22:13,484 INFO unlabelled line"] * 7
+    coll = ["3: node1:12:12 [0] NCCL INFO " + COLL.format(seq=s) for s in range(3)]
+    (tmp_path / "job.out").write_text("\n".join(other + coll) + "\n")
+    results = parse_sources(discover(tmp_path)[0], per_file=False, window=1)
+    rows = pl.concat([pl.from_arrow(t) for t in results.group_tables["collectives"]])
+    assert rows.select("rank", "seq").rows() == [(3, 2)] and results[0].skimmed == 2

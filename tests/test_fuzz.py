@@ -121,10 +121,7 @@ def test_a_window_only_leaves_out_rows_it_counts(lines, comms, window):
     takes the time of the last timed line kept before it in its stream, and a timed COLL line of
     the same stream may have been left out (a stream whose COLL lines are only sometimes timed is
     not one NCCL writes: its timestamp levels apply to every INFO line or to none)."""
-    # srun's label applies to a file when 30% of the lines the engine sees carry it: with a window
-    # it sees fewer COLL lines, so a file near that share may be decided otherwise (see bulk.py).
-    lines = [line.replace("comm 0x55d6 ", f"comm {comm} ") for line, comm in zip(lines, comms)
-             if not line.startswith("3: ")]
+    lines = [line.replace("comm 0x55d6 ", f"comm {comm} ") for line, comm in zip(lines, comms)]
 
     def parse(window: int | None) -> tuple[pl.DataFrame, int, int]:
         with tempfile.TemporaryDirectory() as tmp:
