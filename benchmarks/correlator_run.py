@@ -2,7 +2,7 @@
 
     python benchmarks/correlator_run.py JOB_DIR [--full]    prints a JSON line
 
-As `correlator analyze`: NCCL COLL lines typed for the last ones per file and communicator, the
+As `correlator analyze`: NCCL COLL lines typed for the last ones per process and communicator, the
 rest counted; with --full every line typed (as `correlator analyze --full` and `ingest`).
 """
 from __future__ import annotations

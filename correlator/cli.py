@@ -54,7 +54,7 @@ def analyze(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or notes on stderr."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Notes on stderr: files skipped, timings."),
     full: bool = typer.Option(False, "--full", help="Type every NCCL COLL line, not only the last "
-                              f"{COLL_WINDOW} per file and communicator (slower on big logs)."),
+                              f"{COLL_WINDOW} per process and communicator (slower on big logs)."),
 ) -> None:
     """Analyse a job: verdict, evidence, aligned timeline, fix.
 

@@ -28,7 +28,7 @@ MEMORY_LIMIT = os.environ.get("CORRELATOR_MEMORY_LIMIT", "1GB")
 INGEST_MEMORY_LIMIT = os.environ.get("CORRELATOR_INGEST_MEMORY_LIMIT", "512MB")
 GROUP_BYTES = 32 << 20     # files parsed together in one engine pass...
 GROUP_FILES = 512          # ...up to this many
-# NCCL COLL lines typed per file and communicator (each pass) by `analyze`: a rank's stream ends
+# NCCL COLL lines typed per process and communicator (each pass) by `analyze`: a rank's stream ends
 # where it stopped, so the verdict reads the end; the lines before are counted (`--full`: typed).
 COLL_WINDOW = 8192
 

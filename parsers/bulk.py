@@ -12,9 +12,9 @@ Bulk lines become rows of the spec's table; of their events only the last line p
 communicator is kept (evidence and timeline need the line where a rank stopped, not millions of
 identical ones before it). Every line is still counted in its file's `lines`.
 
-With a window (the default of `correlator analyze`), only the last `window` lines per file and
-communicator of each engine pass are typed; the others are counted (`lines_skimmed`), never
-typed. A hang shows where each rank stopped issuing collectives, and that is at the end of its
+With a window (the default of `correlator analyze`), only the last `window` lines per file,
+process and communicator of each engine pass are typed (thin_batch leaves the others out as a
+batch is read); the others are counted (`lines_skimmed`), never typed. A hang shows where each rank stopped issuing collectives, and that is at the end of its
 stream: the last line per communicator is always typed, so every rank's last seq is exact, and
 a disagreement between ranks is looked for over the last `window` collectives of each. A kept
 untimed line takes the time of the last timed line kept before it in its stream (COLL lines are

@@ -171,7 +171,7 @@ def parse_sources(sources: list[Source], per_file: bool = True, window: int | No
     paid once per group, not once per file), a large one is streamed in batches.
     With per_file=False the line-derived rows of the whole group are on `.group_tables` of the
     returned list instead of on each result. With a `window`, bulk lines (NCCL COLL) are typed
-    only for the last `window` per file and communicator of each pass (parsers/bulk.py).
+    only for the last `window` per process and communicator of each pass (parsers/bulk.py).
     Never raises for bad input: what cannot be read is a skip reason or a read error."""
     results = {s.path: FileResult(s.path, hints=s.hints, mtime=s.mtime) for s in sources}
     sink = Sink(results, per_file)

@@ -116,7 +116,7 @@ COLL_GRID = list({s.fault: s for s in reversed(GRID) if s.coll_lines}.values()) 
 
 @pytest.mark.parametrize("spec", COLL_GRID, ids=[_grid_id(s) for s in COLL_GRID])
 def test_a_window_of_coll_lines_gives_the_verdict_of_every_line(spec, tmp_path):
-    """`analyze` types only the last NCCL COLL lines per file and communicator: with a window of
+    """`analyze` types only the last NCCL COLL lines per process and communicator: with a window of
     4 lines (the default is 8192) a generated NCCL job of every fault still gets the verdict,
     first stalled rank and divergence that typing every line gives, and the other lines are
     counted. (All 16 generated NCCL jobs were checked so once; one per fault keeps this fast.)"""
