@@ -151,8 +151,8 @@ def thin_batch(lines: pa.Array, first: int, window: int
     frame = pl.DataFrame({"text": pl.Series("text", lines, dtype=pl.String),
                           "line": pl.int_range(first, first + len(lines), dtype=pl.Int64, eager=True)})
     outside = [(spec, frame.select(_outside_window(spec, window)).to_series()) for spec in bulk_specs()]
-    left_out = [frame.filter(out).group_by(_prefix_of(spec).alias(_PREFIX)).agg(_lines=pl.len().cast(pl.Int64))
-                .select(text=pl.col(_PREFIX) + spec.bulk["after"] + "-", _lines="_lines")
+    left_out = [frame.select(_prefix_of(spec).filter(out).alias(_PREFIX)).group_by(_PREFIX).len("_lines")
+                .select(text=pl.col(_PREFIX) + spec.bulk["after"] + "-", _lines=pl.col("_lines").cast(pl.Int64))
                 for spec, out in outside if out.any()]
     if not left_out:
         return lines, first, 0, None
