@@ -167,6 +167,23 @@ class GroupResults(list):
     group_tables: dict[str, list[pa.Table]]
 
 
+def _parse_pending(pending: list[tuple], sink: Sink, window: int | None) -> None:
+    """One engine pass; if it fails, the files it held say so (their rows of this pass are lost,
+    their lines still counted), and the other passes go on."""
+    try:
+        _parse_lines(pending, sink, window)
+    except Exception as e:
+        paths = dict.fromkeys(ctx.path for _, _, ctx, _ in pending)
+        _failed([sink.results[p] for p in paths], "parse error in a pass over its lines", e)
+
+
+def _failed(results: list[FileResult], what: str, error: Exception) -> None:
+    if os.environ.get("CORRELATOR_STRICT"):  # the tests: a failure here is our bug, not the input's
+        raise error
+    for result in results:
+        result.stats.error = result.stats.error or f"{what}: {type(error).__name__}: {error}"[:300]
+
+
 def parse_sources(sources: list[Source], per_file: bool = True, window: int | None = None) -> list[FileResult]:
     """Parse a group of files; small text files share one engine pass (the per-pass cost is
     paid once per group, not once per file), a large one is streamed in batches.
@@ -187,14 +204,12 @@ def parse_sources(sources: list[Source], per_file: bool = True, window: int | No
                 pending.append(part)
                 pending_lines += len(part[0])
                 if pending_lines >= GROUP_LINES:
-                    _parse_lines(pending, sink, window)
+                    _parse_pending(pending, sink, window)
                     pending, pending_lines = [], 0
-        except Exception as e:  # keep what was parsed; the rest of the file is reported, not lost
-            if os.environ.get("CORRELATOR_STRICT"):  # the tests: a failure here is our bug, not the input's
-                raise
-            result.stats.error = f"parse error after line {result.stats.lines}: {type(e).__name__}: {e}"[:300]
+        except Exception as e:  # keep what was read; the rest of the file is reported, not lost
+            _failed([result], f"read error after line {result.stats.lines}", e)
     if pending:
-        _parse_lines(pending, sink, window)
+        _parse_pending(pending, sink, window)
     out = GroupResults(results.values())
     out.group_tables = sink.tables
     return out

@@ -279,3 +279,17 @@ def test_tree_deeper_than_the_recursion_limit(tmp_path):
     finally:
         sys.setrecursionlimit(limit)
     assert not skipped and len(sources) == 1 and sources[0].path.endswith("/d/rank0.log")
+
+
+def test_a_failing_engine_pass_is_reported_on_its_files_not_raised(tmp_path, monkeypatch):
+    """Outside the tests (CORRELATOR_STRICT unset) an exception in an engine pass, the last one
+    included, becomes a read error of every file the pass held; their lines are still counted."""
+    import parsers.files
+    from correlator.discover import discover
+    monkeypatch.delenv("CORRELATOR_STRICT")
+    monkeypatch.setattr(parsers.files, "_parse_lines", lambda *a: 1 / 0)
+    for i in range(2):
+        (tmp_path / f"rank{i}.log").write_text("a line\nanother\n")
+    results = parsers.files.parse_sources(discover(tmp_path)[0])
+    assert [r.stats.error for r in results] == ["parse error in a pass over its lines: ZeroDivisionError: division by zero"] * 2
+    assert [r.stats.lines for r in results] == [2, 2]
