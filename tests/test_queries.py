@@ -140,3 +140,18 @@ def test_every_rule_has_a_remedy():
     for rule in rules():
         entry = remedies().get(rule.name) or remedies().get(rule.kind)
         assert entry and all(r["action"] and r["verify"] for r in entry["remedy"]), rule.name
+
+
+def test_the_report_timeline_reads_its_first_events_only_and_gives_the_rows_of_all(tmp_path):
+    """assemble.timeline cuts the events at a time before removing tee'd copies: the rows are
+    those of reading every event (a torchrun job: every line once in the console, once in its file)."""
+    from correlator import assemble
+    from correlator.pipeline import parse_job
+    generate_job(tmp_path, JobSpec(nranks=8, steps=300, coll_lines=False, fault="stall", seed=2))
+    parsed = parse_job(tmp_path / "logs")
+    queries.run_all(parsed.con)
+    events = parsed.con.execute(f"select count(*) from aligned_events where kind not in {assemble.QUIET_KINDS}").fetchone()[0]
+    assert events > 4 * assemble.TIMELINE_ROWS, "enough events for the cut to apply"
+    fast, every = assemble.timeline(parsed.con), assemble.timeline(parsed.con, cut=False)
+    assert len(fast) == assemble.TIMELINE_ROWS and fast == every
+    assert len({(r["rank"], r["kind"], r["text"], r["time"]) for r in fast}) == len(fast), "no copy left"
