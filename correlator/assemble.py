@@ -100,17 +100,21 @@ def collateral(con, culprits: list[int]) -> list[dict]:
 
 
 def timeline(con, cut: bool = True) -> list[dict]:
-    """The first TIMELINE_ROWS events in aligned time, tee'd copies removed. Removing them is a
-    window over every event (5 GB of logs: 2.9 s); the first rows need only the events up to a
-    time a few rows further on, and copies share their time, so that cut keeps them whole. When
-    it leaves too few rows (lines copied more than 4 times), or without `cut`, every event is read."""
-    sql = f"""select aligned_ts, rank, host, source, kind, text, file, line from timeline_events
-              where kind not in {QUIET_KINDS} and (aligned_ts is not null or rank is not null) {{cut}}
-              order by aligned_ts nulls last, file, line limit ?"""
+    """The last TIMELINE_ROWS timed events (where a job fails: the first ones of a long job are
+    its start-up), earliest first, tee'd copies removed; untimed ones only when fewer are timed.
+    Removing copies is a window over every event (5 GB of logs: 2.9 s); the last rows need only
+    the events from a time a few rows earlier on, and copies share their time, so that cut keeps
+    them whole. When it leaves too few rows (lines copied more than 4 times), or without `cut`,
+    every event is read."""
+    sql = f"""select * from (
+                  select aligned_ts, rank, host, source, kind, text, file, line from timeline_events
+                  where kind not in {QUIET_KINDS} and (aligned_ts is not null or rank is not null) {{cut}}
+                  order by aligned_ts desc nulls last, file desc, line desc limit ?)
+              order by aligned_ts nulls last, file, line"""
     cut = con.execute(f"""select aligned_ts from aligned_events where kind not in {QUIET_KINDS}
-                          and aligned_ts is not null order by aligned_ts limit 1 offset ?""",
+                          and aligned_ts is not null order by aligned_ts desc limit 1 offset ?""",
                       [4 * TIMELINE_ROWS]).fetchone() if cut else None
-    rows = _rows(con, sql.format(cut="and aligned_ts <= ?"), [cut[0], TIMELINE_ROWS]) if cut else []
+    rows = _rows(con, sql.format(cut="and aligned_ts >= ?"), [cut[0], TIMELINE_ROWS]) if cut else []
     if len(rows) < TIMELINE_ROWS:
         rows = _rows(con, sql.format(cut=""), [TIMELINE_ROWS])
     return [{"time": iso(r["aligned_ts"]), "rank": r["rank"], "host": r["host"], "source": r["source"],

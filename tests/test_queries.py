@@ -142,9 +142,10 @@ def test_every_rule_has_a_remedy():
         assert entry and all(r["action"] and r["verify"] for r in entry["remedy"]), rule.name
 
 
-def test_the_report_timeline_reads_its_first_events_only_and_gives_the_rows_of_all(tmp_path):
-    """assemble.timeline cuts the events at a time before removing tee'd copies: the rows are
-    those of reading every event (a torchrun job: every line once in the console, once in its file)."""
+def test_the_report_timeline_ends_where_the_job_did_and_reads_only_its_last_events(tmp_path):
+    """The report's timeline is the last events, where a job fails (a long job's first are its
+    start-up). assemble.timeline cuts the events at a time before removing tee'd copies: the rows
+    are those of reading every event (a torchrun job: every line once in the console, once in its file)."""
     from correlator import assemble
     from correlator.pipeline import parse_job
     generate_job(tmp_path, JobSpec(nranks=8, steps=300, coll_lines=False, fault="stall", seed=2))
@@ -155,3 +156,5 @@ def test_the_report_timeline_reads_its_first_events_only_and_gives_the_rows_of_a
     fast, every = assemble.timeline(parsed.con), assemble.timeline(parsed.con, cut=False)
     assert len(fast) == assemble.TIMELINE_ROWS and fast == every
     assert len({(r["rank"], r["kind"], r["text"], r["time"]) for r in fast}) == len(fast), "no copy left"
+    last = parsed.con.execute(f"select max(aligned_ts) from aligned_events where kind not in {assemble.QUIET_KINDS}").fetchone()[0]
+    assert fast[-1]["time"] == assemble.iso(last) and [r["time"] for r in fast] == sorted(r["time"] for r in fast)
