@@ -13,6 +13,7 @@ from .verdict import Verdict, evidence, remediation
 SCHEMA_VERSION = 1
 TIMELINE_ROWS = 200
 COLLATERAL_ROWS = 200
+CULPRIT_ROWS = 40          # of the timeline's rows, at most this many kept for the culprits' own last events
 # Lines worth a place on the timeline: everything a format recognised, minus the bulk.
 QUIET_KINDS = ("other", "traceback_frame", "traceback_start", "cpp_frame", "python_logging", "nccl",
                "c10", "nccl_coll", "detail_running", "fr_entry")
@@ -99,26 +100,36 @@ def collateral(con, culprits: list[int]) -> list[dict]:
              "file": r["file"], "line": r["line"], "text": r["text"]} for r in rows]
 
 
-def timeline(con, cut: bool = True) -> list[dict]:
+def timeline(con, culprits: list[int] = (), cut: bool = True) -> list[dict]:
     """The last TIMELINE_ROWS timed events (where a job fails: the first ones of a long job are
     its start-up), earliest first, tee'd copies removed; untimed ones only when fewer are timed.
-    Removing copies is a window over every event (5 GB of logs: 2.9 s); the last rows need only
-    the events from a time a few rows earlier on, and copies share their time, so that cut keeps
-    them whole. When it leaves too few rows (lines copied more than 4 times), or without `cut`,
-    every event is read."""
-    sql = f"""select * from (
-                  select aligned_ts, rank, host, source, kind, text, file, line from timeline_events
-                  where kind not in {QUIET_KINDS} and (aligned_ts is not null or rank is not null) {{cut}}
-                  order by aligned_ts desc nulls last, file desc, line desc limit ?)
-              order by aligned_ts nulls last, file, line"""
-    cut = con.execute(f"""select aligned_ts from aligned_events where kind not in {QUIET_KINDS}
-                          and aligned_ts is not null order by aligned_ts desc limit 1 offset ?""",
-                      [4 * TIMELINE_ROWS]).fetchone() if cut else None
-    rows = _rows(con, sql.format(cut="and aligned_ts >= ?"), [cut[0], TIMELINE_ROWS]) if cut else []
-    if len(rows) < TIMELINE_ROWS:
-        rows = _rows(con, sql.format(cut=""), [TIMELINE_ROWS])
+    The culprits' own last CULPRIT_ROWS timed events are among them even when the others'
+    timeouts and exits came later and outnumber them."""
+    own = [r for r in _last_events(con, CULPRIT_ROWS, culprits, cut) if r["aligned_ts"]] if culprits else []
+    keys = {(r["file"], r["line"]) for r in own}
+    rest = [r for r in _last_events(con, TIMELINE_ROWS, (), cut) if (r["file"], r["line"]) not in keys]
+    rows = sorted(own + rest[max(0, len(rest) + len(own) - TIMELINE_ROWS):],
+                  key=lambda r: (r["aligned_ts"] is None, r["aligned_ts"] or 0, r["file"], r["line"]))
     return [{"time": iso(r["aligned_ts"]), "rank": r["rank"], "host": r["host"], "source": r["source"],
              "kind": r["kind"], "text": r["text"], "file": r["file"], "line": r["line"]} for r in rows]
+
+
+def _last_events(con, n: int, ranks, cut: bool) -> list[dict]:
+    """The last `n` timeline events (of `ranks`, if any), earliest first. Removing tee'd copies is
+    a window over every event (5 GB of logs: 2.9 s); the last rows need only the events from a
+    time a few rows earlier on, and copies share their time, so that cut keeps them whole. When it
+    leaves too few rows (lines copied more than 4 times), or without `cut`, every event is read."""
+    where = f"kind not in {QUIET_KINDS}" + (" and rank in (select unnest(?::bigint[]))" if ranks else "")
+    params = [list(ranks)] if ranks else []
+    sql = f"""select * from (
+                  select aligned_ts, rank, host, source, kind, text, file, line from timeline_events
+                  where {where} and (aligned_ts is not null or rank is not null) {{cut}}
+                  order by aligned_ts desc nulls last, file desc, line desc limit ?)
+              order by aligned_ts nulls last, file, line"""
+    start = con.execute(f"""select aligned_ts from aligned_events where {where} and aligned_ts is not null
+                            order by aligned_ts desc limit 1 offset ?""", [*params, 4 * n]).fetchone() if cut else None
+    rows = _rows(con, sql.format(cut="and aligned_ts >= ?"), [*params, start[0], n]) if start else []
+    return rows if len(rows) == n else _rows(con, sql.format(cut=""), [*params, n])
 
 
 def clock(con) -> dict:
@@ -198,7 +209,7 @@ def build(con: duckdb.DuckDBPyConnection, verdict: Verdict, job_id: str, log_dir
         "first_stalled": first_stalled(con, verdict),
         "divergence": divergence(con),
         "collateral": collateral(con, verdict.culprit_ranks),
-        "timeline": timeline(con),
+        "timeline": timeline(con, verdict.culprit_ranks),
         "evidence": evidence(con, verdict),
         "clock": clock(con),
         "remediation": remediation(verdict),

@@ -158,3 +158,12 @@ def test_the_report_timeline_ends_where_the_job_did_and_reads_only_its_last_even
     assert len({(r["rank"], r["kind"], r["text"], r["time"]) for r in fast}) == len(fast), "no copy left"
     last = parsed.con.execute(f"select max(aligned_ts) from aligned_events where kind not in {assemble.QUIET_KINDS}").fetchone()[0]
     assert fast[-1]["time"] == assemble.iso(last) and [r["time"] for r in fast] == sorted(r["time"] for r in fast)
+    # A culprit's own last events are kept even where the others' later lines outnumber them.
+    quiet_rank = parsed.con.execute(f"""select rank from aligned_events where kind not in {assemble.QUIET_KINDS}
+                                        and rank is not null group by rank order by max(aligned_ts) limit 1""").fetchone()[0]
+    with_culprit = assemble.timeline(parsed.con, [quiet_rank])
+    own = [r for r in with_culprit if r["rank"] == quiet_rank]
+    assert len(with_culprit) == assemble.TIMELINE_ROWS and len(own) >= assemble.CULPRIT_ROWS
+    assert [r["time"] for r in with_culprit] == sorted(r["time"] for r in with_culprit)
+    others = [r for r in fast if r not in own]
+    assert [r for r in with_culprit if r not in own] == others[len(others) - (len(with_culprit) - len(own)):]
