@@ -1,7 +1,8 @@
 -- Identity join: give every row a GLOBAL rank where the logs allow it.
 -- Sources of the link, strongest first: the row's own prefix ([rankG]:, srun label), the process
--- (host, pid) that a start-up line or the world communicator names, the torchrun local rank
--- (unique per host), and the single rank a per-rank file speaks for. Unknown stays null.
+-- (host, pid) that a start-up line or the world communicator names, the torchrun local rank on
+-- its host (or alone, on a single host), and the single rank a per-rank file speaks for.
+-- Unknown stays null.
 create or replace temp table rank_by_pid as
 select host, pid, min(rank) as rank from (
     select host, pid, rank from processes where rank is not null and pid is not null
@@ -18,6 +19,13 @@ select pid, min(rank) as rank from (
     union all
     select pid, rank from exits where source = 'torchelastic_summary' and rank is not null and pid is not null
 ) group by pid having count(distinct rank) = 1;
+
+-- A torchrun local rank on its host: a per-rank file of a multi-node job (attempt_0/<local>/)
+-- whose rank its own lines do not say is the rank its host's start-up line gives that local rank.
+create or replace temp table rank_by_host_local as
+select host, local_rank, min(rank) as rank from processes
+where rank is not null and local_rank is not null and host is not null
+group by host, local_rank having count(distinct rank) = 1;
 
 create or replace temp table rank_by_local as
 select local_rank, min(rank) as rank from processes

@@ -31,6 +31,16 @@ def test_identity_links_pid_and_local_rank(con):
     assert con.execute("select file, rank from events order by file").fetchall() == [("nccl.log", 5), ("r1.log", 5)]
 
 
+def test_identity_links_a_local_rank_on_its_host_in_a_multi_node_job(con):
+    con.execute("insert into processes (file, line, host, pid, rank, local_rank) values "
+                "('a', 1, 'n1', 10, 3, 3), ('b', 1, 'n2', 11, 11, 3)")
+    con.execute("insert into events (file, line, host, local_rank, kind) values "
+                "('n2/attempt_0/3/stderr.log', 1, 'n2', 3, 'progress'), ('n3/attempt_0/3/stderr.log', 1, 'n3', 3, 'other')")
+    queries.run_all(con)
+    assert con.execute("select file, rank from events order by file").fetchall() == [
+        ("n2/attempt_0/3/stderr.log", 11), ("n3/attempt_0/3/stderr.log", None)]
+
+
 def test_first_stalled_is_the_rank_behind(con):
     _collectives(con, [(r, "0", "pg_seq", 42, "ALLREDUCE", 8, "timeout") for r in (0, 1, 3)]
                  + [(2, "0", "pg_seq", 41, "ALLREDUCE", 8, "issued")])
