@@ -12,7 +12,7 @@ import sys
 import time
 
 started = time.perf_counter()
-from correlator.pipeline import analyze  # noqa: E402  (import time is part of the run)
+from correlator.pipeline import COLL_WINDOW, analyze  # noqa: E402  (import time is part of the run)
 
 
 def main(job_dir: str, full: bool) -> dict:
@@ -23,7 +23,7 @@ def main(job_dir: str, full: bool) -> dict:
             ingested["at"] = time.perf_counter()
 
     t0 = time.perf_counter()
-    analysis = analyze(job_dir, on_file=on_file, **({"window": None} if full else {}))
+    analysis = analyze(job_dir, on_file=on_file, window=None if full else COLL_WINDOW)
     t1 = time.perf_counter()
     verdict = analysis.report.get("verdict", {})
     return {"import_s": t0 - started, "ingest_s": ingested.get("at", t1) - t0, "verdict_s": t1 - t0,

@@ -132,10 +132,8 @@ def _outside_window(spec: FormatSpec, window: int, *by: str) -> pl.Expr:
     text, after = pl.col("text"), spec.bulk["window_after"]
     key = pl.when(text.str.contains(spec.literal, literal=True)).then(
         text.str.slice(text.str.find(after, literal=True) + len(after), spec.bulk["window_chars"]))
-    at = text.str.find(spec.bulk["after"], literal=True).cast(pl.Int64)  # u32: `at - n` would wrap
-    start = pl.max_horizontal(at - spec.bulk["process_chars"], pl.lit(0))
-    prefix = text.str.slice(start, at - start)
-    from_end = pl.col("line").rank("ordinal", descending=True).over(*by, prefix, key)
+    process = _prefix_of(spec).str.slice(-spec.bulk["process_chars"])
+    from_end = pl.col("line").rank("ordinal", descending=True).over(*by, process, key)
     return key.is_not_null() & (from_end > window)
 
 
@@ -152,7 +150,7 @@ def thin_batch(lines: pa.Array, first: int, window: int
                           "line": pl.int_range(first, first + len(lines), dtype=pl.Int64, eager=True)})
     outside = [(spec, frame.select(_outside_window(spec, window)).to_series()) for spec in bulk_specs()]
     left_out = [frame.select(_prefix_of(spec).filter(out).alias(_PREFIX)).group_by(_PREFIX).len("_lines")
-                .select(text=pl.col(_PREFIX) + spec.bulk["after"] + "-", _lines=pl.col("_lines").cast(pl.Int64))
+                .select(text=_probe_text(spec), _lines=pl.col("_lines").cast(pl.Int64))
                 for spec, out in outside if out.any()]
     if not left_out:
         return lines, first, 0, None
@@ -181,7 +179,12 @@ def _probes(rows: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
     return rows.group_by("file", _PREFIX, maintain_order=True).agg(
         pl.col("hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd").first(),
         _lines=pl.col("_lines").sum().cast(pl.Int64),
-    ).with_columns(text=pl.col(_PREFIX) + spec.bulk["after"] + "-", line=pl.lit(0, pl.Int64))
+    ).with_columns(text=_probe_text(spec), line=pl.lit(0, pl.Int64))
+
+
+def _probe_text(spec: FormatSpec) -> pl.Expr:
+    """A probe line: the prefix and the split, and no message (the engine reads its head only)."""
+    return pl.col(_PREFIX) + spec.bulk["after"] + "-"
 
 
 def _with_prefix(rows: pl.DataFrame, parsed: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:

@@ -17,7 +17,7 @@ from correlator.discover import Source, read_head, sniff
 from correlator.tables import conform
 
 from .bulk import finish_bulk, take_bulk, thin_batch
-from .engine import FRAME_COLUMNS, FileContext, group_frame, parse_frame
+from .engine import FileContext, group_frame, parse_frame
 from .multiline import carry_time, mark_tracebacks
 from .reader import ReadStats, iter_batches
 
@@ -132,13 +132,13 @@ def _read_batches(src: Source, result: FileResult, window: int | None) -> Iterat
 
 
 def _left_out(parts: list[tuple]) -> pl.DataFrame | None:
-    """The prefixes of the lines thin_batch left out, as probe lines of their files (FRAME_COLUMNS)."""
-    frames = [left_out.with_columns(file=pl.lit(ctx.path), hint_host=pl.lit(ctx.host, pl.String),
-                                    hint_rank=pl.lit(ctx.rank, pl.Int64), hint_local_rank=pl.lit(ctx.local_rank, pl.Int64),
-                                    year=pl.lit(ctx.year, pl.Int32), ref_mmdd=pl.lit(ctx.ref_mmdd, pl.Int32),
-                                    line=pl.lit(0, pl.Int64)).select(FRAME_COLUMNS)
-              for _, _, ctx, left_out in parts if left_out is not None]
-    return pl.concat(frames) if frames else None
+    """The prefixes of the lines thin_batch left out, as probe lines of their files (FRAME_COLUMNS),
+    each weighing the lines it stands for."""
+    left = [(left_out, ctx) for _, _, ctx, left_out in parts if left_out is not None]
+    if not left:
+        return None
+    frame = group_frame([(probes["text"].to_arrow(), 0, ctx) for probes, ctx in left])
+    return frame.with_columns(_lines=pl.concat([probes["_lines"] for probes, _ in left]))
 
 
 def _triage(src: Source, result: FileResult) -> bool:
