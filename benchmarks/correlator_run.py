@@ -2,8 +2,9 @@
 
     python benchmarks/correlator_run.py JOB_DIR [--full]    prints a JSON line
 
-As `correlator analyze`: NCCL COLL lines typed for the last ones per process and communicator, the
-rest counted; with --full every line typed (as `correlator analyze --full` and `ingest`).
+As `correlator analyze`: of repeated lines (NCCL COLL lines per process and communicator, progress
+steps per rank) the last ones typed, the rest counted; with --full every line typed (as
+`correlator analyze --full` and `ingest`).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 import time
 
 started = time.perf_counter()
-from correlator.pipeline import COLL_WINDOW, analyze  # noqa: E402  (import time is part of the run)
+from correlator.pipeline import WINDOW, analyze  # noqa: E402  (import time is part of the run)
 
 
 def main(job_dir: str, full: bool) -> dict:
@@ -23,7 +24,7 @@ def main(job_dir: str, full: bool) -> dict:
             ingested["at"] = time.perf_counter()
 
     t0 = time.perf_counter()
-    analysis = analyze(job_dir, on_file=on_file, window=None if full else COLL_WINDOW)
+    analysis = analyze(job_dir, on_file=on_file, window=None if full else WINDOW)
     t1 = time.perf_counter()
     verdict = analysis.report.get("verdict", {})
     return {"import_s": t0 - started, "ingest_s": ingested.get("at", t1) - t0, "verdict_s": t1 - t0,

@@ -44,7 +44,7 @@ def job_section(con, job_id: str, log_dir: str) -> dict:
             "select distinct host from processes where host is not null union "
             "select distinct host from events where host is not null and rank is not null order by 1").fetchall()],
         "files": files["files"], "lines": int(files["lines"]), "lines_unparsed": int(files["unparsed"]),
-        "lines_skimmed": int(files["skimmed"]),  # NCCL COLL lines counted, not typed (analyze without --full)
+        "lines_skimmed": int(files["skimmed"]),  # repeated lines counted, not typed (analyze without --full)
         "files_skipped": skipped,
     }
 

@@ -13,7 +13,7 @@ import typer
 
 from . import __version__
 from .cli_common import ReportFormat as Format, fail as _fail
-from .pipeline import COLL_WINDOW, InputError, analyze as analyze_job, dumps
+from .pipeline import WINDOW, InputError, analyze as analyze_job, dumps
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
                   help="Post-mortem log correlator for distributed training failures.")
@@ -53,8 +53,9 @@ def analyze(
     db: Optional[Path] = typer.Option(None, "--db", help="Also keep the job in this history database (every line typed, as --full)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or notes on stderr."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Notes on stderr: files skipped, timings."),
-    full: bool = typer.Option(False, "--full", help="Type every NCCL COLL line, not only the last "
-                              f"{COLL_WINDOW} per process and communicator (slower on big logs)."),
+    full: bool = typer.Option(False, "--full", help="Type every line, not only the last "
+                              f"{WINDOW} of lines that repeat: NCCL COLL lines per process and communicator, "
+                              "progress steps per rank (slower on big logs)."),
 ) -> None:
     """Analyse a job: verdict, evidence, aligned timeline, fix.
 
@@ -65,7 +66,7 @@ def analyze(
     try:
         # The store keeps every line typed, as `ingest` does.
         analysis = analyze_job(job_dir, on_file=on_file, keep_tables=db is not None,
-                               window=None if full or db is not None else COLL_WINDOW)
+                               window=None if full or db is not None else WINDOW)
     except InputError as e:
         raise _fail(str(e))
     finally:
@@ -165,7 +166,7 @@ def timeline(
     from .pipeline import parse_job
     from .report.sanitize import clean
     try:
-        parsed = parse_job(job_dir, window=COLL_WINDOW)  # of COLL lines the timeline shows the last ones anyway
+        parsed = parse_job(job_dir)  # every line: a window would leave out earlier progress steps
     except InputError as e:
         raise _fail(str(e))
     queries.run_all(parsed.con)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from typing import Callable, Iterable, Iterator
 import duckdb
 import pyarrow as pa
 
-from parsers.files import FileResult, GroupResults, parse_sources
+from parsers.files import GROUP_LINES, FileResult, GroupResults, parse_sources
 from parsers.reader import MAX_LINE
 from parsers.slurm import expand_task_ranges
 
@@ -26,11 +27,16 @@ SPILL_BYTES = 512 << 20
 MEMORY_LIMIT = os.environ.get("CORRELATOR_MEMORY_LIMIT", "1GB")
 # While parsing, the parser threads' groups share the memory with DuckDB: it gets less of it.
 INGEST_MEMORY_LIMIT = os.environ.get("CORRELATOR_INGEST_MEMORY_LIMIT", "512MB")
-GROUP_BYTES = 32 << 20     # files parsed together in one engine pass...
-GROUP_FILES = 512          # ...up to this many
-# NCCL COLL lines typed per process and communicator (each pass) by `analyze`: a rank's stream ends
-# where it stopped, so the verdict reads the end; the lines before are counted (`--full`: typed).
-COLL_WINDOW = 8192
+# A worker takes files for one group (its rows are inserted at once) until the lines it typed
+# fill an engine pass (parsers.files.GROUP_LINES), or up to these many bytes and files: a group
+# shares the passes' fixed cost (~50 ms), and the cap keeps both workers busy to the end.
+GROUP_BYTES = 32 << 20           # typing every line
+WINDOW_GROUP_BYTES = 128 << 20   # with a window, most lines are only counted
+GROUP_FILES = 2048
+# Of the lines that repeat (NCCL COLL lines per process and communicator, progress steps per
+# rank), `analyze` types the last ones: a rank's stream ends where it stopped, so the verdict
+# reads the end; the lines before are counted (`--full`: typed). See parsers/bulk.py.
+WINDOW = 2048
 
 
 class InputError(Exception):
@@ -91,17 +97,26 @@ def _cut_note(stats) -> str | None:
     return f"{stats.cut_lines} line(s) longer than {MAX_LINE} characters cut to their first {MAX_LINE}"
 
 
-def _groups(sources: list[Source]) -> Iterable[list[Source]]:
-    """Small files travel together so that one engine pass serves many of them."""
-    group, size = [], 0
-    for src in sources:
-        group.append(src)
-        size += src.size or 0
-        if size >= GROUP_BYTES or len(group) >= GROUP_FILES:
-            yield group
-            group, size = [], 0
-    if group:
-        yield group
+class _Feed:
+    """The job's files, handed to the workers' groups in order (thread-safe)."""
+
+    def __init__(self, sources: list[Source], window: int | None):
+        self._sources, self._lock = iter(sources), threading.Lock()
+        self.max_bytes = GROUP_BYTES if window is None else WINDOW_GROUP_BYTES
+        self.exhausted = False
+
+    def group(self) -> Iterator[Source]:
+        """Files for one group, up to the byte and file caps (parse_sources stops taking them
+        once its lines fill a pass)."""
+        size = files = 0
+        while size < self.max_bytes and files < GROUP_FILES:
+            with self._lock:
+                src = next(self._sources, None)
+                self.exhausted = src is None
+            if src is None:
+                return
+            size, files = size + (src.size or 0), files + 1
+            yield src
 
 
 def _insert(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
@@ -127,7 +142,7 @@ def _insert_results(con: duckdb.DuckDBPyConnection, results: GroupResults) -> No
 def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None,
               window: int | None = None) -> Parsed:
     """Parse every file of the job into a DuckDB connection, one group of files' tables at a time;
-    every line typed, or with a `window` only the last NCCL COLL lines (see COLL_WINDOW)."""
+    every line typed, or with a `window` only the last NCCL COLL lines (see WINDOW)."""
     job_dir = Path(job_dir)
     if not job_dir.exists():
         raise InputError(f"{job_dir}: no such directory")
@@ -138,7 +153,7 @@ def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], Non
     create_tables(con)
     parsed = Parsed(con, list(skipped), workdir)
     done = 0
-    for results in _parse_groups(_groups(sources), workers, window):
+    for results in _parse_groups(_Feed(sources, window), workers, window):
         _insert_results(con, results)
         parsed.skipped += [Skipped(r.path, r.skip_reason, r.stats.bytes) for r in results if r.skip_reason]
         done += len(results)
@@ -153,16 +168,16 @@ def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], Non
     return parsed
 
 
-def _parse_groups(groups: Iterable[list[Source]], workers: int, window: int | None) -> Iterator[GroupResults]:
-    """Groups parsed in parallel, in order, with a bounded number in flight: memory is bounded
-    by a few groups, not by the job."""
+def _parse_groups(feed: _Feed, workers: int, window: int | None) -> Iterator[GroupResults]:
+    """Groups parsed in parallel, with a bounded number in flight: memory is bounded by a few
+    groups, not by the job."""
     with ThreadPoolExecutor(max_workers=workers) as pool:
         in_flight: deque = deque()
-        for group in groups:
-            in_flight.append(pool.submit(parse_sources, group, False, window))
-            if len(in_flight) > 2 * workers:
-                yield in_flight.popleft().result()
-        while in_flight:
+        while True:
+            while len(in_flight) <= 2 * workers and not feed.exhausted:
+                in_flight.append(pool.submit(parse_sources, feed.group(), False, window, GROUP_LINES))
+            if not in_flight:
+                return
             yield in_flight.popleft().result()
 
 
@@ -220,10 +235,10 @@ def decide_and_report(parsed: Parsed, job_dir: Path):
 
 
 def analyze(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None,
-            keep_tables: bool = False, window: int | None = COLL_WINDOW) -> Analysis:
+            keep_tables: bool = False, window: int | None = WINDOW) -> Analysis:
     """The whole analysis of one job directory. The job's tables come along only when asked for
     (to store them): copied out of DuckDB they would cost as much memory as the logs.
-    `window=None` types every NCCL COLL line (see COLL_WINDOW)."""
+    `window=None` types every NCCL COLL line (see WINDOW)."""
     job_dir = Path(job_dir)
     parsed = parse_job(job_dir, workers, on_file, window)
     try:

@@ -20,7 +20,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("lines", pa.int64()), ("lines_unparsed", pa.int64()), ("skip_reason", pa.string()),
         ("host", pa.string()), ("rank", pa.int64()), ("local_rank", pa.int64()),
         ("mtime", TS),
-        ("lines_skimmed", pa.int64()),  # NCCL COLL lines counted, not typed (outside the window)
+        ("lines_skimmed", pa.int64()),  # repeated lines counted, not typed (outside the window)
     ]),
     # Every line of every file: recognised lines carry a kind, the rest kind='other'.
     "events": pa.schema(_WHERE + _WHO + [

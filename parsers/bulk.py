@@ -12,18 +12,27 @@ Bulk lines become rows of the spec's table; of their events only the last line p
 communicator is kept (evidence and timeline need the line where a rank stopped, not millions of
 identical ones before it). Every line is still counted in its file's `lines`.
 
-With a window (the default of `correlator analyze`), only the last `window` lines per file,
-process and communicator of each engine pass are typed (thin_batch leaves the others out as a
-batch is read); the others are counted (`lines_skimmed`), never typed. A hang shows where each rank stopped issuing collectives, and that is at the end of its
-stream: the last line per communicator is always typed, so every rank's last seq is exact, and
-a disagreement between ranks is looked for over the last `window` collectives of each. A kept
-untimed line takes the time of the last timed line kept before it in its stream (COLL lines are
-all timed or all untimed in a stream NCCL writes, so only a hostile mix can see an older time).
-A per-file wrapper decision (srun's label on 30% of the lines) still weighs the lines left
-out: their distinct prefixes go to it, each standing for its lines.
+With a window (the default of `correlator analyze`), lines that repeat are typed only for the
+last `window` of their key; the others are counted (`lines_skimmed`), never typed. A hang shows
+where each rank stopped, and that is at the end of its stream.
+  NCCL COLL lines, keyed by process and communicator: the last line per communicator is always
+  typed, so every rank's last seq is exact, and a disagreement between ranks is looked for over
+  the last `window` collectives of each. thin_batch leaves the others out as a batch is read,
+  the pass's own window (_window) those of many batches of a file.
+  Progress steps (a `skim` word and a number, e.g. `INFO [rank 3] step 12`), keyed by the line's
+  text up to the number: at least the last `window` are typed.
+Before that, skim_blocks proves by byte counts that whole blocks of a batch hold one repeated kind,
+and leaves them out without decoding or splitting them (reading 1 GB of COLL lines then costs a
+few byte scans, not 5M typed lines). A kept untimed line takes the time of the last timed line
+kept before it in its stream (COLL lines are all timed or all untimed in a stream NCCL writes,
+and the last line of a run of left-out blocks is read, so only a hostile mix sees an older time).
+A per-file wrapper decision (srun's label on 30% of the lines) still weighs the lines left out:
+their distinct prefixes go to it, each standing for its lines.
 """
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from functools import cache
 
 import polars as pl
@@ -31,6 +40,7 @@ import pyarrow as pa
 
 from .engine import FRAME_COLUMNS, _values, clean, parse_frame, share_decisions
 from .multiline import stream_key
+from .reader import ReadStats, split_lines
 from .spec import FormatSpec, registry
 
 _CANDIDATE, _AT, _PREFIX, _TOKENS = "_candidate", "_at", "_prefix", "_tokens"
@@ -128,26 +138,32 @@ def _outside_window(spec: FormatSpec, window: int, *by: str) -> pl.Expr:
     not a collector's per-line timestamp further left): it keeps processes apart that share a
     file (srun -l) and a comm pointer value. Both are read from the raw line by cheap kernels
     (find, slice): the lines outside the window are never cleaned, split or matched. A line
-    without the key is never outside."""
+    without the key, or not ASCII (see _ascii), is never outside."""
     text, after = pl.col("text"), spec.bulk["window_after"]
-    key = pl.when(text.str.contains(spec.literal, literal=True)).then(
+    key = pl.when(text.str.contains(spec.literal, literal=True) & _ascii(text)).then(
         text.str.slice(text.str.find(after, literal=True) + len(after), spec.bulk["window_chars"]))
     process = _prefix_of(spec).str.slice(-spec.bulk["process_chars"])
     from_end = pl.col("line").rank("ordinal", descending=True).over(*by, process, key)
     return key.is_not_null() & (from_end > window)
 
 
-def thin_batch(lines: pa.Array, first: int, window: int
+def _ascii(text: pl.Expr) -> pl.Expr:
+    """Lines the lane and the window read by position: polars finds substrings at byte offsets
+    and slices at character offsets, which agree only there (other lines go the general way)."""
+    return text.str.len_bytes() == text.str.len_chars()
+
+
+def thin_batch(lines: pa.Array, first: int | pl.Series, window: int
                ) -> tuple[pa.Array, int | pl.Series, int, pl.DataFrame | None]:
     """A batch of one file as it is read, without the bulk lines that cannot be among the last
     `window` of their key (as many of the same key follow in this batch): (lines, their numbers,
     how many were left out, the distinct prefixes of those with how many lines each stands for,
     as `text` and `_lines` of probe lines, see _probes). The engine's passes are then sized by the
     lines kept, not read."""
-    if len(lines) <= window:  # nothing to leave out (most files of a many-rank job): no fixed cost
-        return lines, first, 0, None
-    frame = pl.DataFrame({"text": pl.Series("text", lines, dtype=pl.String),
-                          "line": pl.int_range(first, first + len(lines), dtype=pl.Int64, eager=True)})
+    if len(lines) <= 2 * window:  # little to leave out (what skim_blocks kept, most files of a many-rank
+        return lines, first, 0, None  # job): the pass's own window does it, without this fixed cost
+    numbers = first if isinstance(first, pl.Series) else pl.int_range(first, first + len(lines), dtype=pl.Int64, eager=True)
+    frame = pl.DataFrame({"text": pl.Series("text", lines, dtype=pl.String), "line": numbers})
     outside = [(spec, frame.select(_outside_window(spec, window)).to_series()) for spec in bulk_specs()]
     left_out = [frame.select(_prefix_of(spec).filter(out).alias(_PREFIX)).group_by(_PREFIX).len("_lines")
                 .select(text=_probe_text(spec), _lines=pl.col("_lines").cast(pl.Int64))
@@ -158,6 +174,209 @@ def thin_batch(lines: pa.Array, first: int, window: int
     return kept["text"].to_arrow(), kept["line"], len(lines) - kept.height, pl.concat(left_out)
 
 
+SKIM_BLOCK = 64 << 10    # bytes a block of a batch is proven to hold one repeated kind over, at least
+MIN_BLOCK = 4 << 10      # ...and at most, where a block is halved (see skim_blocks)
+SAMPLE_LINES = 16        # lines a block's new keys are read from (its lines are then counted by key)
+
+
+@dataclass
+class WindowBatch:
+    lines: pa.Array
+    numbers: int | pl.Series        # the first line's number, or every line's
+    read: int                       # lines read, kept or not
+    skimmed: int                    # lines left out, counted only
+    left_out: pl.DataFrame | None   # their prefixes as probe lines (`text`, `_lines`), see take_bulk
+
+
+def window_batch(data: bytes, first: int, window: int, stats: ReadStats) -> WindowBatch:
+    """A batch of one file as it is read with a window: blocks of its bytes that byte counts
+    prove to hold only bulk lines, each of whose key has `window` lines after it in the batch,
+    are counted and never decoded or split (skim_blocks); of the rest, thin_batch leaves out
+    the bulk lines outside the window. Of COLL lines, those kept are those thin_batch alone keeps."""
+    kept, skipped = skim_blocks(data, window)
+    if not skipped:
+        lines, numbers = split_lines(data, stats), first
+        read = len(lines)
+    else:
+        lines = split_lines(b"".join(data[start:end] for start, end, _, _ in kept), stats)
+        numbers = pl.concat([pl.int_range(first + at, first + at + count, dtype=pl.Int64, eager=True)
+                             for _, _, at, count in kept])
+        read = kept[-1][2] + kept[-1][3]
+    lines, numbers, dropped, left_out = thin_batch(lines, numbers, window)
+    if skipped:
+        probes = pl.DataFrame({"text": list(skipped), "_lines": list(skipped.values())},
+                              schema={"text": pl.String, "_lines": pl.Int64})
+        left_out = probes if left_out is None else pl.concat([probes, left_out])
+    return WindowBatch(lines, numbers, read, dropped + sum(skipped.values()), left_out)
+
+
+def skim_blocks(data: bytes, window: int) -> tuple[list[tuple[int, int, int, int]], dict[str, int]]:
+    """(the byte ranges to read: start, end, their first line's offset, their lines; per probe
+    line, the lines of the blocks left out). Blocks are walked from the batch's end; a block is
+    left out when byte counts prove that all its lines are of one repeated kind (_bulk_counts:
+    NCCL COLL lines; _repeat_counts: progress steps) and each of their keys already has `window`
+    lines in the blocks kept after it. A run of blocks left out still has its last line read: the
+    untimed lines after it may carry its time. Anything else is read, so a block of mixed lines
+    costs a few byte counts, never a line."""
+    bounds = _block_bounds(data)
+    if len(bounds) < 3:
+        return [], {}
+    after: dict[tuple[bytes, bytes], int] = {}
+    keys_of: dict[bytes, set[bytes]] = {}
+    blocks = []  # (start, end, lines, (probe line, group) when left out), from the end
+    pending = list(zip(bounds, bounds[1:]))
+    ascii_batch = data.isascii()
+    while pending:
+        start, end = pending.pop()
+        whole, lines = data.endswith(b"\n", 0, end), data.count(b"\n", start, end)
+        counted = (whole and (ascii_batch or data[start:end].isascii())
+                   and (_bulk_counts(data, start, end, lines, keys_of) or _repeat_counts(data, start, end, lines)))
+        left_out = bool(blocks) and blocks[-1][3] is not None
+        if not counted:
+            # Where the block after was left out, the lines that make this one mixed may be few
+            # (a start-up line): its halves are tried.
+            if not (left_out and _halve(data, start, end, pending)):
+                blocks.append((start, end, lines + (not whole), None))
+            continue
+        group, counts, probe = counted
+        before = [after.get((group, key), 0) for key in counts]
+        if blocks and min(before) >= window:
+            blocks.append((start, end, lines, (probe, group)))
+            continue
+        if min(before) + lines > window and _halve(data, start, end, pending):
+            continue  # the window's edge is inside the block: its earlier half may be left out
+        blocks.append((start, end, lines, None))
+        keys_of.setdefault(group, set()).update(counts)
+        for key, count in counts.items():
+            after[group, key] = after.get((group, key), 0) + count
+    return _ranges(data, blocks[::-1])
+
+
+def _halve(data: bytes, start: int, end: int, pending: list) -> bool:
+    """Put the block's halves (whole lines) to be walked, the later first; False if too small."""
+    if end - start < 2 * MIN_BLOCK:
+        return False
+    cut = data.find(b"\n", (start + end) // 2, end - 1)
+    if cut < 0:
+        return False
+    pending += [(start, cut + 1), (cut + 1, end)]
+    return True
+
+
+def _ranges(data: bytes, blocks: list[tuple]) -> tuple[list[tuple[int, int, int, int]], dict[str, int]]:
+    """skim_blocks' answer from its blocks in file order: contiguous ranges read as one. The last
+    line of a run of left-out blocks of one group is read: the lines after it may carry its time
+    (a COLL line takes the time of the progress line before it)."""
+    kept, skipped, at = [], {}, 0
+    for (start, end, lines, left_out), following in zip(blocks, blocks[1:] + [None]):
+        if left_out is not None:
+            probe, group = left_out
+            ends_run = following[3] is None or following[3][1] != group
+            skipped[probe] = skipped.get(probe, 0) + lines - ends_run
+            at += lines - ends_run
+            start, lines = (max(start, data.rfind(b"\n", start, end - 1) + 1), 1) if ends_run else (end, 0)
+        if not lines:
+            continue
+        if kept and kept[-1][1] == start:
+            kept[-1] = (kept[-1][0], end, kept[-1][2], kept[-1][3] + lines)
+        else:
+            kept.append((start, end, at, lines))
+        at += lines
+    return kept, skipped
+
+
+def _block_bounds(data: bytes) -> list[int]:
+    """Offsets that cut the batch into blocks of whole lines, SKIM_BLOCK bytes or more each."""
+    bounds, at = [0], SKIM_BLOCK
+    while at < len(data) - SKIM_BLOCK:
+        cut = data.find(b"\n", at)
+        if cut < 0 or cut + 1 >= len(data):
+            break
+        bounds.append(cut + 1)
+        at = cut + 1 + SKIM_BLOCK
+    return bounds + [len(data)]
+
+
+def _bulk_counts(data: bytes, start: int, end: int, lines: int,
+                 keys_of: dict[bytes, set[bytes]]) -> tuple[bytes, dict[bytes, int], str] | None:
+    """(the probe line of the head as bytes, lines per key, the probe line) when every line of the
+    (ASCII) block is a bulk line under the first line's head, else None. The head is the whole prefix (not only the process characters the window keys
+    by): lines under another head are never counted with them, which only keeps more."""
+    spec = _skim_spec()
+    after, literal = spec.bulk["after"].encode(), spec.literal.encode()
+    at = data.find(after, start, data.find(b"\n", start, end))
+    if at < 0:
+        return None
+    head = data[start:at]
+    starts = data.count(b"\n" + head + after, max(start - 1, 0), end) + (start == 0)
+    if starts != lines or data.count(literal, start, end) != lines:
+        return None
+    probe = head + after + b"-"  # as _probe_text makes it
+    counts = _key_counts(data, start, end, keys_of.get(probe, set()))
+    if sum(counts.values()) != lines:  # a key not seen after this block: read the block's own
+        counts = _key_counts(data, start, end, set(counts) | _sample_keys(data, start, end, spec))
+    return (probe, counts, probe.decode()) if sum(counts.values()) == lines else None
+
+
+def _key_counts(data: bytes, start: int, end: int, keys: set[bytes]) -> dict[bytes, int]:
+    counts = {key: data.count(key, start, end) for key in keys}
+    return {key: count for key, count in counts.items() if count}
+
+
+@cache
+def _skim_spec() -> FormatSpec:
+    """The bulk spec blocks are proven to hold (there is one; a second would need its own counts)."""
+    (spec,) = bulk_specs()
+    return spec
+
+
+def _repeat_counts(data: bytes, start: int, end: int, lines: int) -> tuple[bytes, dict[bytes, int], str] | None:
+    """(the key, {key: lines}, the first line as probe) when every line of the block holds the
+    key and a digit after it: the key is the first line's text from its first letter (after
+    the time of a logger's header) to a `skim` word of a repeating message (`step `), e.g.
+    `INFO [rank 3] step ` (it names the rank; a line of another level or rank is another key)."""
+    line = data[start:data.find(b"\n", start, end)]
+    hits = [(at, word) for at, word in ((line.find(word), word) for word in _skim_words()) if at >= 0]
+    letter = _LETTER.search(line)
+    if not hits or letter is None:
+        return None
+    at, word = min(hits)
+    key = line[letter.start():at + len(word)]
+    if letter.start() > at:
+        return None
+    if sum(data.count(key + digit, start, end) for digit in _DIGITS) != lines:
+        return None
+    return key, {key: lines}, line.decode("utf-8", "replace")
+
+
+_LETTER = re.compile(rb"[A-Za-z]")
+_DIGITS = [bytes([d]) for d in b"0123456789"]
+
+
+@cache
+def _skim_words() -> tuple[bytes, ...]:
+    return tuple(word.encode() for spec in registry() for word in spec.skim)
+
+
+def _sample_keys(data: bytes, start: int, end: int, spec: FormatSpec) -> set[bytes]:
+    """The window keys (`window_after` and the characters after it) of the block's first lines
+    and its last line; a key that runs past its line is not one."""
+    marker, size = spec.bulk["window_after"].encode(), spec.bulk["window_chars"]
+    found, at = [], start
+    for _ in range(SAMPLE_LINES):
+        hit = data.find(marker, at, end)
+        if hit < 0:
+            break
+        found.append(hit)
+        at = data.find(b"\n", hit, end) + 1
+        if at <= 0:
+            break
+    last = data.rfind(marker, start, end)
+    found += [] if last < 0 else [last]
+    keys = (data[hit:hit + len(marker) + size] for hit in found)
+    return {key for key in keys if b"\n" not in key}
+
+
 def _fields(candidates: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
     """The spec's typed fields by position, where the tail after the split matches the spec's
     own regex (as the engine decides)."""
@@ -166,7 +385,7 @@ def _fields(candidates: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
     with_tokens = candidates.with_columns(
         pl.col("text").str.slice(0, pl.col(_AT)).alias(_PREFIX),
         tail.str.split(spec.split).alias(_TOKENS),
-        tail.str.contains(spec.regex).fill_null(False).alias("_ok"),
+        (tail.str.contains(spec.regex) & _ascii(pl.col("text"))).fill_null(False).alias("_ok"),
     )
     return with_tokens.select(
         "file", "line", "text", _AT, _PREFIX, "hint_host", "hint_rank", "hint_local_rank", "year", "ref_mmdd", "_lines",

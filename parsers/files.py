@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import polars as pl
 import pyarrow as pa
@@ -16,10 +16,10 @@ import pyarrow as pa
 from correlator.discover import Source, read_head, sniff
 from correlator.tables import conform
 
-from .bulk import finish_bulk, take_bulk, thin_batch
+from .bulk import finish_bulk, take_bulk, window_batch
 from .engine import FileContext, group_frame, parse_frame
 from .multiline import carry_time, mark_tracebacks
-from .reader import ReadStats, iter_batches
+from .reader import ReadStats, iter_batches, iter_chunks
 
 EVENT_COLUMNS = ("file", "line", "host", "pid", "rank", "local_rank", "source", "kind", "level",
                  "ts", "ts_precision", "ts_inferred", "text")
@@ -123,12 +123,17 @@ def _read_batches(src: Source, result: FileResult, window: int | None) -> Iterat
     `skimmed`; their prefixes still weigh in the file's wrapper decisions, see take_bulk)."""
     ctx = FileContext.for_mtime(src.path, src.mtime, **src.hints)
     with src.open() as stream:
-        for first, lines in iter_batches(stream, result.stats):
-            left_out = None
-            if window is not None:
-                lines, first, dropped, left_out = thin_batch(lines, first, window)
-                result.skimmed += dropped
-            yield lines, first, ctx, left_out
+        if window is None:
+            for first, lines in iter_batches(stream, result.stats):
+                yield lines, first, ctx, None
+            return
+        first = 1
+        for data in iter_chunks(stream, result.stats):
+            batch = window_batch(data, first, window, result.stats)
+            first += batch.read
+            result.stats.lines += batch.read
+            result.skimmed += batch.skimmed
+            yield batch.lines, batch.numbers, ctx, batch.left_out
 
 
 def _left_out(parts: list[tuple]) -> pl.DataFrame | None:
@@ -184,30 +189,35 @@ def _failed(results: list[FileResult], what: str, error: Exception) -> None:
         result.stats.error = result.stats.error or f"{what}: {type(error).__name__}: {error}"[:300]
 
 
-def parse_sources(sources: list[Source], per_file: bool = True, window: int | None = None) -> list[FileResult]:
+def parse_sources(sources: Iterable[Source], per_file: bool = True, window: int | None = None,
+                  max_lines: int | None = None) -> list[FileResult]:
     """Parse a group of files; small text files share one engine pass (the per-pass cost is
     paid once per group, not once per file), a large one is streamed in batches.
     With per_file=False the line-derived rows of the whole group are on `.group_tables` of the
     returned list instead of on each result. With a `window`, bulk lines (NCCL COLL) are typed
     only for the last `window` per process and communicator of each pass (parsers/bulk.py).
+    With `max_lines`, no more files are taken from `sources` once that many lines were typed.
     Never raises for bad input: what cannot be read is a skip reason or a read error."""
-    results = {s.path: FileResult(s.path, hints=s.hints, mtime=s.mtime) for s in sources}
+    results: dict[str, FileResult] = {}
     sink = Sink(results, per_file)
     pending: list[tuple] = []
-    pending_lines = 0
+    pending_lines = typed = 0
     for src in sources:
-        result = results[src.path]
+        result = results[src.path] = FileResult(src.path, hints=src.hints, mtime=src.mtime)
         if _triage(src, result):
             continue
         try:
             for part in _read_batches(src, result, window):
                 pending.append(part)
                 pending_lines += len(part[0])
+                typed += len(part[0])
                 if pending_lines >= GROUP_LINES:
                     _parse_pending(pending, sink, window)
                     pending, pending_lines = [], 0
         except Exception as e:  # keep what was read; the rest of the file is reported, not lost
             _failed([result], f"read error after line {result.stats.lines}", e)
+        if max_lines is not None and typed >= max_lines:
+            break
     if pending:
         _parse_pending(pending, sink, window)
     out = GroupResults(results.values())

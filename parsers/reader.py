@@ -26,7 +26,8 @@ class ReadStats:
     error: str | None = None    # the stream ended early: truncated or corrupt
 
 
-def _split(data: bytes, stats: ReadStats) -> pa.Array:
+def split_lines(data: bytes, stats: ReadStats) -> pa.Array:
+    """The lines of whole lines' bytes (the last may lack its newline), cut at MAX_LINE."""
     text = data.decode("utf-8", errors="replace")
     lines = pc.list_flatten(pc.split_pattern(pa.array([text], pa.large_string()), "\n"))
     if text.endswith("\n"):
@@ -54,9 +55,19 @@ def _read(stream: BinaryIO, size: int, stats: ReadStats) -> bytes:
 
 def iter_batches(stream: BinaryIO, stats: ReadStats, batch_bytes: int = BATCH_BYTES) -> Iterator[tuple[int, pa.Array]]:
     """Yield (number of the batch's first line, lines) until the stream ends or breaks."""
+    first = 1
+    for data in iter_chunks(stream, stats, batch_bytes):
+        lines = split_lines(data, stats)
+        stats.lines += len(lines)
+        yield first, lines
+        first += len(lines)
+
+
+def iter_chunks(stream: BinaryIO, stats: ReadStats, batch_bytes: int = BATCH_BYTES) -> Iterator[bytes]:
+    """Yield whole lines' bytes, about batch_bytes at a time (the last may lack its newline),
+    until the stream ends or breaks; a line too long to buffer keeps its head (counted cut)."""
     carry = b""
     skipping = False            # inside a line too long to buffer: drop bytes up to its newline
-    first = 1
     while True:
         chunk = _read(stream, batch_bytes, stats)
         at_end = not chunk
@@ -80,9 +91,6 @@ def iter_batches(stream: BinaryIO, stats: ReadStats, batch_bytes: int = BATCH_BY
             else:
                 data, carry = data[: cut + 1], data[cut + 1:]
         if data:
-            lines = _split(data, stats)
-            stats.lines += len(lines)
-            yield first, lines
-            first += len(lines)
+            yield data
         if at_end:
             return

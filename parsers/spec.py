@@ -61,6 +61,7 @@ class FormatSpec:
     in_files_with: str | None = None  # messages: only in files with a line containing this text
     priority: int = 100             # lower is tried first; ties keep file order
     bulk: dict = field(default_factory=dict)    # messages: the bulk lane (parsers/bulk.py), see _check
+    skim: tuple = ()                # messages: words a number follows in a repeated line (bulk.skim_blocks)
     samples: tuple = ()
 
     @property
@@ -74,6 +75,7 @@ def _spec(entry: dict, source: str, file: str) -> FormatSpec:
     samples = tuple(Sample(s["line"], s.get("fields", {}), s.get("kind")) for s in entry.pop("sample", []))
     entry.setdefault("source", source)
     entry["headers"] = tuple(entry.get("headers", ()))
+    entry["skim"] = tuple(entry.get("skim", ()))
     spec = FormatSpec(file=file, samples=samples, **entry)
     _check(spec)
     return spec
@@ -98,6 +100,8 @@ def _check(spec: FormatSpec) -> None:
                           and {"after", "keep_last_by", "window_after", "window_chars", "process_chars"} <= set(spec.bulk)):
         raise ValueError(f"{where}: `bulk` needs split, literal, headers and "
                          "bulk.after/keep_last_by/window_after/window_chars/process_chars")
+    if spec.skim and not (spec.layer == "message" and spec.table):
+        raise ValueError(f"{where}: only a message with a table has `skim` words")
     if not spec.samples:
         raise ValueError(f"{where}: a format declares at least one sample line")
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import parsers.bulk
 from correlator.pipeline import analyze
 from correlator.synth import JobSpec, generate_job
 
@@ -115,12 +116,16 @@ COLL_GRID = list({s.fault: s for s in reversed(GRID) if s.coll_lines}.values()) 
 
 
 @pytest.mark.parametrize("spec", COLL_GRID, ids=[_grid_id(s) for s in COLL_GRID])
-def test_a_window_of_coll_lines_gives_the_verdict_of_every_line(spec, tmp_path):
-    """`analyze` types only the last NCCL COLL lines per process and communicator: with a window of
-    4 lines (the default is 8192) a generated NCCL job of every fault still gets the verdict,
-    first stalled rank and divergence that typing every line gives, and the other lines are
-    counted. (All 16 generated NCCL jobs were checked so once; one per fault keeps this fast.)"""
+def test_a_window_of_repeated_lines_gives_the_verdict_of_every_line(spec, tmp_path, monkeypatch):
+    """`analyze` types only the last repeated lines (NCCL COLL lines per process and communicator,
+    progress steps per rank): with a window of 4 lines (the default is 2048), and blocks of 2 KB
+    left out whole where byte counts allow (64 KB by default), a generated NCCL job of every fault
+    still gets the verdict, first stalled rank and divergence that typing every line gives, and
+    the other lines are counted. (All 16 generated NCCL jobs were checked so once; one per fault
+    keeps this fast.)"""
     generate_job(tmp_path, spec)
+    monkeypatch.setattr(parsers.bulk, "SKIM_BLOCK", 2048)
+    monkeypatch.setattr(parsers.bulk, "MIN_BLOCK", 512)
     windowed = analyze(tmp_path / "logs", window=4).report
     full = analyze(tmp_path / "logs", window=None).report
     for key in ("verdict", "first_stalled", "divergence"):

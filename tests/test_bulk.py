@@ -157,3 +157,59 @@ def test_lines_left_out_still_weigh_in_the_files_srun_label_decision(tmp_path):
     results = parse_sources(discover(tmp_path)[0], per_file=False, window=1)
     rows = pl.concat([pl.from_arrow(t) for t in results.group_tables["collectives"]])
     assert rows.select("rank", "seq").rows() == [(3, 2)] and results[0].skimmed == 2
+
+
+STEP = "2026-11-29 21:22:{:02},484 INFO [rank 1] step {}/900 loss 0.5"
+
+
+def _skim(data: bytes, window: int, monkeypatch) -> tuple[list, dict]:
+    monkeypatch.setattr(parsers.bulk, "SKIM_BLOCK", 400)
+    monkeypatch.setattr(parsers.bulk, "MIN_BLOCK", 100)
+    return parsers.bulk.skim_blocks(data, window)
+
+
+def test_blocks_of_coll_lines_are_counted_without_being_read(monkeypatch):
+    """Byte counts prove whole blocks hold COLL lines of one process and communicator: those with
+    `window` such lines after them are counted, not split into lines. What is read starts with
+    the window's lines (and the last line of the run left out) and ends at the batch's end."""
+    lines = ["node1:30162:30162 [0] NCCL INFO " + COLL.format(seq=s) for s in range(200)]
+    data = ("\n".join(lines) + "\n").encode()
+    kept, skipped = _skim(data, 10, monkeypatch)
+    read = sum(count for *_, count in kept)
+    assert skipped == {"node1:30162:30162 [0] NCCL INFO -": 200 - read} and 10 <= read < 30
+    assert kept[-1][1] == len(data) and kept[-1][2] + kept[-1][3] == 200
+
+
+def test_a_block_with_any_other_line_is_read(monkeypatch):
+    """A warning among COLL lines, a step that names no number, a line that is not ASCII: the
+    block that holds it is read (byte counts prove nothing about it), so the line is typed."""
+    coll = ["node1:30162:30162 [0] NCCL INFO " + COLL.format(seq=s) for s in range(200)]
+    steps = [STEP.format(s % 60, s) for s in range(300)]
+    for odd in ("node1:30162:30162 [0] NCCL WARN Call to ibv_create_qp failed",
+                "node1:30162:30162 [0] NCCL INFO " + COLL.format(seq=5).replace("stream", "strëam")):
+        lines = coll[:50] + [odd] + coll[50:]
+        data = ("\n".join(lines) + "\n").encode()
+        kept, _ = _skim(data, 10, monkeypatch)
+        at = data.index(odd.encode())
+        assert any(start <= at < end for start, end, *_ in kept), odd
+    lines = steps[:100] + ["2026-11-29 21:22:13,484 INFO [rank 1] step failed: CUDA error"] + steps[100:]
+    data = ("\n".join(lines) + "\n").encode()
+    kept, skipped = _skim(data, 10, monkeypatch)
+    at = data.index(b"step failed")
+    assert skipped and any(start <= at < end for start, end, *_ in kept)
+
+
+def test_progress_steps_left_out_keep_the_last_ones_and_the_time_the_lines_after_them_carry(tmp_path, monkeypatch):
+    """Of a rank's steps, blocks with `window` steps after them are counted, not typed; the last
+    step before a run of COLL lines is read, so the COLL lines still carry its time."""
+    lines = [STEP.format(s % 60, s) for s in range(300)]
+    lines += ["node1:30162:30162 [0] NCCL INFO " + COLL.format(seq=s) for s in range(3)]
+    (tmp_path / "rank1.log").write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(parsers.bulk, "SKIM_BLOCK", 400)
+    monkeypatch.setattr(parsers.bulk, "MIN_BLOCK", 100)
+    results = parse_sources(discover(tmp_path)[0], per_file=False, window=5)
+    steps = pl.concat([pl.from_arrow(t) for t in results.group_tables["progress"]])
+    coll = pl.concat([pl.from_arrow(t) for t in results.group_tables["collectives"]])
+    assert set(range(295, 300)) <= set(steps["step"]) and steps.height < 60
+    assert results[0].skimmed == 300 - steps.height and results[0].stats.lines == 303
+    assert coll["ts"].dt.second().to_list() == [299 % 60] * 3

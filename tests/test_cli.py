@@ -80,7 +80,7 @@ def test_the_store_keeps_every_coll_line_typed(tmp_path, monkeypatch):
     all typed (the window made tiny here: a generated job's communicators have ~100 lines)."""
     import correlator.cli
     from correlator.synth import JobSpec, generate_job
-    monkeypatch.setattr(correlator.cli, "COLL_WINDOW", 4)
+    monkeypatch.setattr(correlator.cli, "WINDOW", 4)
     generate_job(tmp_path / "job", JobSpec(nranks=4, coll_lines=True, fault="stall", seed=1))
     logs, db = tmp_path / "job" / "logs", tmp_path / "h.duckdb"
     assert json.loads(run("analyze", logs, "--format", "json").stdout)["job"]["lines_skimmed"] > 0

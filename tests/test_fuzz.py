@@ -139,3 +139,65 @@ def test_a_window_only_leaves_out_rows_it_counts(lines, comms, window):
         columns = [c for c in kept.columns if c != "ts"]
         assert kept.join(full, on=columns, how="anti", nulls_equal=True).is_empty()
     assert full.height - kept.height <= skimmed
+
+
+@st.composite
+def runs_of_lines(draw) -> list[str]:
+    """Runs of repeated lines, as big logs are: one process's COLL lines on a communicator, one
+    rank's progress steps, and now and then another line (a fuzzed COLL line, a step that failed)."""
+    lines = []
+    for kind, size in draw(st.lists(st.tuples(st.sampled_from(["coll", "step", "other"]), st.integers(1, 30)),
+                                     min_size=1, max_size=12)):
+        if kind == "coll":
+            prefix, comm = draw(st.sampled_from(PREFIXES[:5])), draw(st.sampled_from(COMMS))
+            lines += [f"{prefix}AllReduce: opCount {len(lines) + i:x} sendbuff 0x7f00 recvbuff 0x7f00 count 1024 "
+                      f"datatype 7 op 0 root 0 comm {comm} [nranks=4] stream 0x1" for i in range(size)]
+        elif kind == "step":
+            rank, level = draw(st.integers(0, 1)), draw(st.sampled_from(["INFO", "WARNING"]))
+            lines += [f"2026-11-29 21:22:{(len(lines) + i) % 60:02},484 {level} [rank {rank}] step {len(lines) + i}/900 "
+                      "loss 0.5" for i in range(size)]
+        else:
+            lines += draw(st.lists(st.one_of(coll_like_line(), st.sampled_from(OTHER_LINES + [
+                "2026-11-29 21:22:13,484 INFO [rank 1] step failed: CUDA error", "Traceback (most recent call last):"])),
+                min_size=1, max_size=3))
+    return lines
+
+
+@FAST
+@given(runs_of_lines(), st.integers(1, 6))
+def test_skimmed_blocks_leave_out_only_lines_the_window_leaves_out(lines, window):
+    """Blocks that byte counts prove to be repeated lines are never split into lines
+    (parsers/bulk.py skim_blocks): the COLL rows and every other line's event are those of reading
+    every block; of progress steps, only earlier ones are left out, the last `window` of each rank
+    are typed, and every line left out is counted."""
+    from unittest import mock
+
+    import parsers.bulk
+
+    def parse(skim: bool) -> tuple[dict[str, pl.DataFrame], int, int]:
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "rank1.log"), "w", encoding="utf-8", errors="surrogatepass") as f:
+                f.write("\n".join(lines) + "\n")
+            with mock.patch.multiple(parsers.bulk, SKIM_BLOCK=300, MIN_BLOCK=100), \
+                    mock.patch.object(parsers.bulk, "skim_blocks", parsers.bulk.skim_blocks if skim else lambda *_: ([], {})):
+                results = parse_sources(discover(tmp)[0], per_file=False, window=window)
+        tables = {name: pl.concat([pl.from_arrow(t) for t in parts]) for name, parts in results.group_tables.items()}
+        return tables, results[0].skimmed, results[0].stats.lines
+
+    every, every_skimmed, every_lines = parse(False)
+    some, skimmed, some_lines = parse(True)
+    assert some_lines == every_lines
+
+    def rows(tables: dict, name: str, keep=None) -> pl.DataFrame:
+        df = tables.get(name, pl.DataFrame())
+        df = df.filter(keep) if keep is not None and df.height else df
+        return df.sort(df.columns, nulls_last=True) if df.height else df
+
+    assert rows(some, "collectives").equals(rows(every, "collectives"))
+    assert rows(some, "events", pl.col("kind") != "progress").equals(rows(every, "events", pl.col("kind") != "progress"))
+    typed, all_steps = rows(some, "progress"), rows(every, "progress")
+    assert skimmed - every_skimmed == all_steps.height - typed.height
+    if all_steps.height:
+        assert (typed.height and typed.join(all_steps, on=typed.columns, how="anti", nulls_equal=True).is_empty())
+        last = all_steps.sort("line").group_by("rank").tail(window)
+        assert last.join(typed, on=typed.columns, how="anti", nulls_equal=True).is_empty()
