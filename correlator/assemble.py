@@ -92,10 +92,10 @@ def divergence(con) -> dict | None:
 
 def collateral(con, culprits: list[int]) -> list[dict]:
     rows = _rows(con, """select c.rank, c.kind, c.time, c.file, c.line, c.text,
-                                (select any_value(pg) from collectives k where k.rank = c.rank and k.state = 'timeout') as pg,
+                                (select min(pg) from collectives k where k.rank = c.rank and k.state = 'timeout') as pg,
                                 (select max(seq) from collectives k where k.rank = c.rank and k.state = 'timeout') as seq
                          from collateral c where c.rank is null or c.rank not in (select unnest(?::bigint[]))
-                         order by c.time nulls last, c.rank limit ?""", [culprits or [-1], COLLATERAL_ROWS])
+                         order by c.time nulls last, c.rank, c.file, c.line limit ?""", [culprits or [-1], COLLATERAL_ROWS])
     return [{"rank": r["rank"], "kind": r["kind"], "pg": r["pg"], "seq": r["seq"], "time": iso(r["time"]),
              "file": r["file"], "line": r["line"], "text": r["text"]} for r in rows]
 
@@ -146,8 +146,9 @@ def process_groups(con) -> list[dict]:
     out = []
     for pg, counter, size in con.execute(
             "select pg, counter, count(*) from last_seq group by pg, counter order by pg, counter").fetchall():
-        rows = _rows(con, "select last_seq as seq, any_value(last_op) as op, list(rank order by rank) as ranks "
-                          "from last_seq where pg = ? and counter = ? group by last_seq order by last_seq", [pg, counter])
+        rows = _rows(con, "select last_seq as seq, last_op as op, list(rank order by rank) as ranks from last_seq "
+                          "where pg = ? and counter = ? group by last_seq, last_op order by last_seq, last_op nulls last",
+                     [pg, counter])
         out.append({"pg": pg, "counter": counter, "size": size, "last_seq": rows})
     return out
 

@@ -142,7 +142,7 @@ def _insert_results(con: duckdb.DuckDBPyConnection, results: GroupResults) -> No
 def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None,
               window: int | None = None) -> Parsed:
     """Parse every file of the job into a DuckDB connection, one group of files' tables at a time;
-    every line typed, or with a `window` only the last NCCL COLL lines (see WINDOW)."""
+    every line typed, or with a `window` only the last of the lines that repeat (see WINDOW)."""
     job_dir = Path(job_dir)
     if not job_dir.exists():
         raise InputError(f"{job_dir}: no such directory")
@@ -238,7 +238,7 @@ def analyze(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None]
             keep_tables: bool = False, window: int | None = WINDOW) -> Analysis:
     """The whole analysis of one job directory. The job's tables come along only when asked for
     (to store them): copied out of DuckDB they would cost as much memory as the logs.
-    `window=None` types every NCCL COLL line (see WINDOW)."""
+    `window=None` types every line (see WINDOW)."""
     job_dir = Path(job_dir)
     parsed = parse_job(job_dir, workers, on_file, window)
     try:

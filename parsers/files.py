@@ -119,7 +119,7 @@ def _parse_lines(parts: list, sink: Sink, window: int | None) -> None:
 
 def _read_batches(src: Source, result: FileResult, window: int | None) -> Iterator[tuple]:
     """(lines, first line number or the line numbers, file context, prefixes of the lines left
-    out) per batch; with a window, without the bulk lines it would leave out anyway (counted in
+    out) per batch; with a window, without the repeated lines it leaves out (counted in
     `skimmed`; their prefixes still weigh in the file's wrapper decisions, see take_bulk)."""
     ctx = FileContext.for_mtime(src.path, src.mtime, **src.hints)
     with src.open() as stream:
@@ -194,8 +194,8 @@ def parse_sources(sources: Iterable[Source], per_file: bool = True, window: int 
     """Parse a group of files; small text files share one engine pass (the per-pass cost is
     paid once per group, not once per file), a large one is streamed in batches.
     With per_file=False the line-derived rows of the whole group are on `.group_tables` of the
-    returned list instead of on each result. With a `window`, bulk lines (NCCL COLL) are typed
-    only for the last `window` per process and communicator of each pass (parsers/bulk.py).
+    returned list instead of on each result. With a `window`, lines that repeat (NCCL COLL lines,
+    progress steps) are typed only for the last `window` of their key (parsers/bulk.py).
     With `max_lines`, no more files are taken from `sources` once that many lines were typed.
     Never raises for bad input: what cannot be read is a skip reason or a read error."""
     results: dict[str, FileResult] = {}

@@ -1,8 +1,8 @@
 -- What other ranks and systems did: timeouts, lost peers, aborts, the launcher's and the
--- scheduler's reactions. The first occurrence per (rank, kind), aligned time.
+-- scheduler's reactions. The first occurrence per (rank, kind), aligned time; of lines at the same
+-- time the first in the file (one row: its file, line and text cite the same line, every run).
 create or replace temp table collateral as
-select rank, kind, min(aligned_ts) as time, arg_min(file, coalesce(aligned_ts, timestamp '2999-01-01')) as file,
-       arg_min(line, coalesce(aligned_ts, timestamp '2999-01-01')) as line, arg_min(text, coalesce(aligned_ts, timestamp '2999-01-01')) as text
+select rank, kind, aligned_ts as time, file, line, text
 from timeline_events
 where kind in (
     -- other ranks: waiting, losing their peer, aborting
@@ -16,4 +16,4 @@ where kind in (
     'srun_task_exit', 'srun_task_signal', 'srun_step_end', 'slurm_cancelled', 'slurm_step_failed',
     'slurm_task_signal', 'slurmctld_time_limit', 'slurm_memory_limit', 'slurm_job_memory_limit', 'slurm_oom_kill',
     'slurm_kill_job', 'k8s_terminated_reason', 'k8s_pytorchjob_failed', 'k8s_jobset_failed')
-group by rank, kind;
+qualify row_number() over (partition by rank, kind order by aligned_ts nulls last, file, line) = 1;

@@ -20,11 +20,13 @@ union all  -- the PG status at detection: the last SeqNum this rank enqueued
 select rank, host, pg, 'pg_seq', last_enqueued, null, null, null, 'last_enqueued', ts, file, line
 from pg_status where rank is not null and last_enqueued >= 0;
 
+-- Of rows with the same seq (issued and timed out, tee'd copies), the last in file order cites it:
+-- file and line of one row, the same every run.
 create or replace temp table last_seq as
-select pg, counter, rank, any_value(host) as host,
+select pg, counter, rank, min(host) as host,
        max(seq) as last_seq,
-       arg_max(op, seq) as last_op,
+       arg_max(op, (seq, file, line)) as last_op,
        max(ts) as last_seen,
-       arg_max(file, seq) as file, arg_max(line, seq) as line,
+       arg_max(file, (seq, file, line)) as file, arg_max(line, (seq, file, line)) as line,
        bool_or(state = 'timeout') as timed_out
 from seq_rows group by pg, counter, rank;

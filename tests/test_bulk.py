@@ -14,7 +14,7 @@ import parsers.files
 from correlator.discover import discover
 from correlator.synth import JobSpec, generate_job
 from parsers.files import parse_sources
-from parsers.reader import iter_batches
+from parsers.reader import iter_chunks
 
 COLL = "AllReduce: opCount {seq:x} sendbuff 0x7f00 recvbuff 0x7f00 count 1024 datatype 7 op 0 root 0 comm 0x55d6aacc52a0 [nranks=4] stream 0x55d9"
 HOSTILE_LINES = [
@@ -118,7 +118,7 @@ def test_no_window_types_every_line(tmp_path):
 
 
 def test_a_window_over_many_batches_keeps_what_one_batch_keeps(tmp_path, monkeypatch):
-    """Lines outside the window are left out as each batch is read (parsers/bulk.py thin_batch):
+    """Lines outside the window are left out as each batch is read (parsers/bulk.py window_batch):
     a file read in many small batches gives the rows and counts of one read in one batch."""
     comms = ["0x55d6aacc52a0", "0x55d6aacc52a1"]
     lines = ["node1:30162:30162 [0] NCCL INFO " + COLL.format(seq=s).replace(comms[0], comms[s % 7 == 0])
@@ -126,7 +126,7 @@ def test_a_window_over_many_batches_keeps_what_one_batch_keeps(tmp_path, monkeyp
     (tmp_path / "rank0.log").write_text("\n".join(lines) + "\n")
 
     def parse(batch_bytes):
-        monkeypatch.setattr(parsers.files, "iter_batches", partial(iter_batches, batch_bytes=batch_bytes))
+        monkeypatch.setattr(parsers.files, "iter_chunks", partial(iter_chunks, batch_bytes=batch_bytes))
         results = parse_sources(discover(tmp_path)[0], per_file=False, window=5)
         rows = pl.concat([pl.from_arrow(t) for t in results.group_tables["collectives"]])
         return _sorted(rows.select("comm", "seq", "line")), results[0].skimmed

@@ -318,3 +318,14 @@ def test_long_rank_lists_are_cut_with_a_count():
     assert compress(range(0, 1000, 2), 30) == "0,2,4,6,8,10,12,14,16,18,20,22 … +488 more"
     assert compress(range(512), 3) == "0-511"          # one range is never cut
     assert compress([*range(512), 600], 3) == "0-511 … +1 more"
+
+
+@pytest.mark.parametrize("sample", ["tr-missing_collective-4-detail", "tr-stalled_rank-4"])
+def test_the_same_logs_give_the_same_report_every_run(sample):
+    """Rows that tie (two SIGTERM lines of one second, an issued and a timed-out row of one seq)
+    are chosen by file and line: the report, and each citation's file, line and text, never
+    change between runs (they did: `arg_min` per column could even mix two rows)."""
+    from correlator.pipeline import analyze
+    logs = Path(__file__).parent.parent / "samples" / sample / "logs"
+    reports = {json.dumps(analyze(logs).report, sort_keys=True, default=str) for _ in range(4)}
+    assert len(reports) == 1
