@@ -20,6 +20,9 @@ PROPERTIES = {
     "parse_batch": test_fuzz.test_parse_batch_takes_any_text,
     "iter_batches": test_fuzz.test_reader_keeps_every_line_of_any_bytes,
     "parse_sources": test_fuzz.test_parse_sources_takes_any_file,
+    "bulk_lane": test_fuzz.test_bulk_lane_and_engine_agree_on_any_coll_lines,
+    "window": test_fuzz.test_a_window_only_leaves_out_rows_it_counts,
+    "skim": test_fuzz.test_skimmed_blocks_leave_out_only_lines_the_window_leaves_out,
 }
 
 
