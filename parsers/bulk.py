@@ -217,7 +217,8 @@ def skim_blocks(data: bytes, window: int) -> tuple[list[tuple[int, int, int, int
     NCCL COLL lines; _repeat_counts: progress steps) and each of their keys already has `window`
     lines in the blocks kept after it. A run of blocks left out still has its last line read: the
     untimed lines after it may carry its time. Anything else is read, so a block of mixed lines
-    costs a few byte counts, never a line."""
+    costs a few byte counts, never a line. (A file where processes interleave, srun -l or a
+    console, has no block of one head: thin_batch leaves its lines out one by one.)"""
     bounds = _block_bounds(data)
     if len(bounds) < 3:
         return [], {}
@@ -231,11 +232,11 @@ def skim_blocks(data: bytes, window: int) -> tuple[list[tuple[int, int, int, int
         whole, lines = data.endswith(b"\n", 0, end), data.count(b"\n", start, end)
         counted = (whole and (ascii_batch or data[start:end].isascii())
                    and (_bulk_counts(data, start, end, lines, keys_of) or _repeat_counts(data, start, end, lines)))
-        left_out = bool(blocks) and blocks[-1][3] is not None
+        next_left_out = bool(blocks) and blocks[-1][3] is not None
         if not counted:
             # Where the block after was left out, the lines that make this one mixed may be few
             # (a start-up line): its halves are tried.
-            if not (left_out and _halve(data, start, end, pending)):
+            if not (next_left_out and _halve(data, start, end, pending)):
                 blocks.append((start, end, lines + (not whole), None))
             continue
         group, counts, probe = counted
