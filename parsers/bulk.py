@@ -232,11 +232,12 @@ def skim_blocks(data: bytes, window: int) -> tuple[list[tuple[int, int, int, int
         whole, lines = data.endswith(b"\n", 0, end), data.count(b"\n", start, end)
         counted = (whole and (ascii_batch or data[start:end].isascii())
                    and (_bulk_counts(data, start, end, lines, keys_of) or _repeat_counts(data, start, end, lines)))
-        next_left_out = bool(blocks) and blocks[-1][3] is not None
         if not counted:
-            # Where the block after was left out, the lines that make this one mixed may be few
-            # (a start-up line): its halves are tried.
-            if not (next_left_out and _halve(data, start, end, pending)):
+            # The lines that make a block mixed may be few: a start-up line before steps that are
+            # left out, a traceback after the last ones (which then count toward the window). Its
+            # halves are tried there: at the batch's end and where the block after was left out.
+            at_edge = not blocks or blocks[-1][3] is not None
+            if not (at_edge and _halve(data, start, end, pending)):
                 blocks.append((start, end, lines + (not whole), None))
             continue
         group, counts, probe = counted

@@ -213,3 +213,17 @@ def test_progress_steps_left_out_keep_the_last_ones_and_the_time_the_lines_after
     assert set(range(295, 300)) <= set(steps["step"]) and steps.height < 60
     assert results[0].skimmed == 300 - steps.height and results[0].stats.lines == 303
     assert coll["ts"].dt.second().to_list() == [299 % 60] * 3
+
+
+def test_steps_before_a_traceback_at_the_end_count_toward_the_window(monkeypatch):
+    """A rank's file ends with its traceback: the block that holds it is mixed, so its halves are
+    tried and the steps before the traceback count toward the window; no more than about the
+    window's steps are read."""
+    frames = [f'  File "train.py", line {n}, in step' for n in range(30)]
+    lines = [STEP.format(s % 60, s) for s in range(400)] + ["Traceback (most recent call last):"] + frames
+    data = ("\n".join(lines) + "\n").encode()
+    monkeypatch.setattr(parsers.bulk, "SKIM_BLOCK", 4000)
+    monkeypatch.setattr(parsers.bulk, "MIN_BLOCK", 200)
+    kept, skipped = parsers.bulk.skim_blocks(data, 10)
+    steps_read = sum(count for *_, count in kept) - len(frames) - 1
+    assert sum(skipped.values()) + steps_read == 400 and steps_read <= 20
