@@ -190,7 +190,7 @@ class WindowBatch:
 
 def window_batch(data: bytes, first: int, window: int, stats: ReadStats) -> WindowBatch:
     """A batch of one file as it is read with a window: blocks of its bytes that byte counts
-    prove to hold only bulk lines, each of whose key has `window` lines after it in the batch,
+    prove to hold only repeated lines, each of whose key has `window` lines after it in the batch,
     are counted and never decoded or split (skim_blocks); of the rest, thin_batch leaves out
     the bulk lines outside the window. Of COLL lines, those kept are those thin_batch alone keeps."""
     kept, skipped = skim_blocks(data, window)
