@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import tempfile
 import threading
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +135,10 @@ def _insert_results(con: duckdb.DuckDBPyConnection, results: GroupResults) -> No
         for name, tables in result.tables.items():
             parts.setdefault(name, []).extend(tables)
     parts["files"] = [pa.Table.from_pylist([_file_row(r) for r in results], schema=SCHEMAS["files"])]
+    _insert_tables(con, parts)
+
+
+def _insert_tables(con: duckdb.DuckDBPyConnection, parts: dict[str, list[pa.Table]]) -> None:
     for name, tables in parts.items():
         _insert(con, name, pa.concat_tables(tables))
 
@@ -154,6 +158,9 @@ def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], Non
     parsed = Parsed(con, list(skipped), workdir)
     done = 0
     for results in _parse_groups(_Feed(sources, window), workers, window):
+        if not isinstance(results, GroupResults):  # rows handed over while the group goes on
+            _insert_tables(con, results)
+            continue
         _insert_results(con, results)
         parsed.skipped += [Skipped(r.path, r.skip_reason, r.stats.bytes) for r in results if r.skip_reason]
         done += len(results)
@@ -168,17 +175,53 @@ def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], Non
     return parsed
 
 
-def _parse_groups(feed: _Feed, workers: int, window: int | None) -> Iterator[GroupResults]:
-    """Groups parsed in parallel, with a bounded number in flight: memory is bounded by a few
-    groups, not by the job."""
+class _Stopped(BaseException):
+    """The main thread stopped taking rows (it failed): a worker ends its group."""
+
+
+def _parse_groups(feed: _Feed, workers: int, window: int | None) -> Iterator[GroupResults | dict]:
+    """Groups parsed in parallel. A worker hands over a group's rows as they grow (a group of
+    one huge file would otherwise hold them all to its end), and at its end the GroupResults,
+    through a queue of a few items: memory is bounded by a few passes' rows, not by a group or
+    the job. Yields both, as they come."""
+    handed: queue.Queue = queue.Queue(maxsize=workers)
+    stop = threading.Event()
+
+    def hand_over(item) -> None:
+        while not stop.is_set():
+            try:
+                return handed.put(item, timeout=0.1)
+            except queue.Full:
+                continue
+        raise _Stopped
+
+    def group() -> None:
+        try:
+            hand_over(parse_sources(feed.group(), False, window, GROUP_LINES, hand_over))
+        except _Stopped:
+            pass
+        except BaseException as e:  # raised again in the main thread
+            try:
+                hand_over(e)
+            except _Stopped:
+                pass
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        in_flight: deque = deque()
-        while True:
-            while len(in_flight) <= 2 * workers and not feed.exhausted:
-                in_flight.append(pool.submit(parse_sources, feed.group(), False, window, GROUP_LINES))
-            if not in_flight:
-                return
-            yield in_flight.popleft().result()
+        running = 0
+        try:
+            while True:
+                while running <= workers and not feed.exhausted:
+                    pool.submit(group)
+                    running += 1
+                if not running:
+                    return
+                item = handed.get()
+                if isinstance(item, BaseException):
+                    raise item
+                running -= isinstance(item, GroupResults)
+                yield item
+        finally:
+            stop.set()
 
 
 def _has_rows(con: duckdb.DuckDBPyConnection) -> bool:

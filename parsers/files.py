@@ -27,6 +27,7 @@ LINE_KEYS = ("file", "line", "host", "pid", "rank", "local_rank", "ts")
 UNPARSED = "other"           # the kind of a line no format recognised
 WHOLE_FILE_MAX = 256 << 20   # bytes a whole-file parser may read
 GROUP_LINES = 200_000        # lines parsed in one engine pass
+HAND_OVER_ROWS = 500_000     # rows a group holds before it hands them over (parse_sources)
 
 
 @dataclass
@@ -69,12 +70,19 @@ class Sink:
     def __init__(self, results: dict[str, "FileResult"], per_file: bool):
         self.results, self.per_file = results, per_file
         self.tables: dict[str, list[pa.Table]] = {}
+        self.rows = 0
+
+    def take(self) -> dict[str, list[pa.Table]]:
+        """The rows so far, handed over (the sink starts empty again)."""
+        tables, self.tables, self.rows = self.tables, {}, 0
+        return tables
 
     def add(self, name: str, rows: pl.DataFrame) -> None:
         if rows.is_empty():
             return
         if not self.per_file:
             self.tables.setdefault(name, []).append(conform(name, rows.to_arrow()))
+            self.rows += rows.height
             return
         for (path,), part in rows.partition_by("file", as_dict=True).items():
             self.results[path].add(name, part.to_arrow())
@@ -190,13 +198,16 @@ def _failed(results: list[FileResult], what: str, error: Exception) -> None:
 
 
 def parse_sources(sources: Iterable[Source], per_file: bool = True, window: int | None = None,
-                  max_lines: int | None = None) -> list[FileResult]:
+                  max_lines: int | None = None,
+                  hand_over: Callable[[dict[str, list[pa.Table]]], None] | None = None) -> list[FileResult]:
     """Parse a group of files; small text files share one engine pass (the per-pass cost is
     paid once per group, not once per file), a large one is streamed in batches.
     With per_file=False the line-derived rows of the whole group are on `.group_tables` of the
     returned list instead of on each result. With a `window`, lines that repeat (NCCL COLL lines,
     progress steps) are typed only for the last `window` of their key (parsers/bulk.py).
     With `max_lines`, no more files are taken from `sources` once that many lines were typed.
+    With `hand_over` (per_file=False), the group's rows go to it whenever HAND_OVER_ROWS are held:
+    a group of one huge file does not hold all its rows until its end.
     Never raises for bad input: what cannot be read is a skip reason or a read error."""
     results: dict[str, FileResult] = {}
     sink = Sink(results, per_file)
@@ -214,6 +225,8 @@ def parse_sources(sources: Iterable[Source], per_file: bool = True, window: int 
                 if pending_lines >= GROUP_LINES:
                     _parse_pending(pending, sink, window)
                     pending, pending_lines = [], 0
+                    if hand_over and sink.rows >= HAND_OVER_ROWS:
+                        hand_over(sink.take())
         except Exception as e:  # keep what was read; the rest of the file is reported, not lost
             _failed([result], f"read error after line {result.stats.lines}", e)
         if max_lines is not None and typed >= max_lines:

@@ -15,11 +15,13 @@ import subprocess
 import sys
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from correlator.synth import JobSpec, generate_job
+from parsers.reader import iter_batches
 
 CLI = Path(sys.executable).with_name("correlator")
 TINY_FILES = 10_000
@@ -293,3 +295,41 @@ def test_a_failing_engine_pass_is_reported_on_its_files_not_raised(tmp_path, mon
     results = parsers.files.parse_sources(discover(tmp_path)[0])
     assert [r.stats.error for r in results] == ["parse error in a pass over its lines: ZeroDivisionError: division by zero"] * 2
     assert [r.stats.lines for r in results] == [2, 2]
+
+
+def _table_counts(con) -> dict[str, int]:
+    return {name: con.execute(f"select count(*) from {name}").fetchone()[0]
+            for name in ("events", "collectives", "progress", "files")}
+
+
+def test_one_huge_file_hands_its_rows_over_while_it_is_read(tmp_path, monkeypatch):
+    """A group of one big file (an `srun -l` output) no longer holds every row to its end: they
+    go to DuckDB every HAND_OVER_ROWS, and the tables are the same."""
+    import correlator.pipeline as pipeline
+    import parsers.files
+    generate_job(tmp_path, JobSpec(nranks=4, coll_lines=True, launcher="srun", steps=100))
+    monkeypatch.setattr(parsers.files, "iter_batches", partial(iter_batches, batch_bytes=4000))
+    monkeypatch.setattr(parsers.files, "GROUP_LINES", 200)
+    expected = _table_counts(pipeline.parse_job(tmp_path / "logs").con)
+    monkeypatch.setattr(parsers.files, "HAND_OVER_ROWS", 300)
+    handed = []
+    insert = pipeline._insert_tables
+    monkeypatch.setattr(pipeline, "_insert_tables", lambda con, parts: (handed.append("files" not in parts), insert(con, parts)))
+    parts = pipeline.parse_job(tmp_path / "logs")
+    assert sum(handed) >= 2 and _table_counts(parts.con) == expected
+
+
+def test_a_failed_insert_stops_the_workers_instead_of_hanging(tmp_path, monkeypatch):
+    """The workers wait on a short queue of rows; when the main thread fails, they stop."""
+    import correlator.pipeline as pipeline
+    import parsers.files
+    generate_job(tmp_path, JobSpec(nranks=4, coll_lines=True, launcher="srun", steps=100))
+    monkeypatch.setattr(parsers.files, "iter_batches", partial(iter_batches, batch_bytes=4000))
+    monkeypatch.setattr(parsers.files, "GROUP_LINES", 100)
+    monkeypatch.setattr(parsers.files, "HAND_OVER_ROWS", 100)
+
+    def fail(con, parts):
+        raise RuntimeError("disk full")
+    monkeypatch.setattr(pipeline, "_insert_tables", fail)
+    with pytest.raises(RuntimeError, match="disk full"):
+        pipeline.parse_job(tmp_path / "logs")
