@@ -161,8 +161,6 @@ def _job_section(job: dict, max_rows: int) -> Section:
     ]
     if job.get("lines_skimmed"):
         parts.append(f"{_value(job.get('lines_skimmed'))} earlier repeated lines (NCCL COLL, progress steps) counted, not typed (--full types them)")
-    if job.get("skipped_lines") is not None:
-        parts.append(f"{_value(job.get('skipped_lines'))} lines skipped")
     section = Section("Job", paragraphs=[f"{clean_line(job.get('id')) or 'job'} in "
                                          f"{clean_line(job.get('log_dir')) or UNKNOWN}: " + "; ".join(parts)])
     skipped = job.get("files_skipped") or []
