@@ -162,7 +162,8 @@ def thin_batch(lines: pa.Array, first: int | pl.Series, window: int
     lines kept, not read."""
     if len(lines) <= 2 * window:  # little to leave out (what skim_blocks kept, most files of a many-rank
         return lines, first, 0, None  # job): the pass's own window does it, without this fixed cost
-    numbers = first if isinstance(first, pl.Series) else pl.int_range(first, first + len(lines), dtype=pl.Int64, eager=True)
+    numbers = (first if isinstance(first, pl.Series)
+               else pl.int_range(first, first + len(lines), dtype=pl.Int64, eager=True))
     frame = pl.DataFrame({"text": pl.Series("text", lines, dtype=pl.String), "line": numbers})
     outside = [(spec, frame.select(_outside_window(spec, window)).to_series()) for spec in bulk_specs()]
     left_out = [frame.select(_prefix_of(spec).filter(out).alias(_PREFIX)).group_by(_PREFIX).len("_lines")
@@ -302,8 +303,9 @@ def _block_bounds(data: bytes) -> list[int]:
 def _bulk_counts(data: bytes, start: int, end: int, lines: int,
                  keys_of: dict[bytes, set[bytes]]) -> tuple[bytes, dict[bytes, int], str] | None:
     """(the probe line of the head as bytes, lines per key, the probe line) when every line of the
-    (ASCII) block is a bulk line under the first line's head, else None. The head is the whole prefix (not only the process characters the window keys
-    by): lines under another head are never counted with them, which only keeps more."""
+    (ASCII) block is a bulk line under the first line's head, else None. The head is the whole
+    prefix, not only the process characters the window keys by: lines under another head are
+    never counted with them, which only keeps more."""
     spec = _skim_spec()
     after, literal = spec.bulk["after"].encode(), spec.literal.encode()
     at = data.find(after, start, data.find(b"\n", start, end))
