@@ -44,6 +44,7 @@ from .reader import ReadStats, split_lines
 from .spec import FormatSpec, registry
 
 _CANDIDATE, _AT, _PREFIX, _TOKENS = "_candidate", "_at", "_prefix", "_tokens"
+_PROBE_MESSAGE = "-"  # a probe line's message (the engine reads its head only; see _probe_text)
 PREFIX_COLUMNS = ("host", "pid", "rank", "local_rank", "ts", "ts_precision", "ts_inferred", "level", "header",
                   "source", "tee_local_rank", "task", "pod")
 
@@ -120,11 +121,10 @@ def _window(candidates: pl.DataFrame, spec: FormatSpec, window: int | None
     their prefix as _probes reads it)."""
     if window is None or candidates.height <= window:
         return candidates, None
-    outside = candidates.select(_outside_window(spec, window, "file")).to_series()
+    candidates, outside = _with_outside(candidates, spec, window, "file")
     if not outside.any():
         return candidates, None
-    left_out = candidates.filter(outside).with_columns(_prefix_of(spec).alias(_PREFIX))
-    return candidates.filter(~outside), left_out
+    return candidates.filter(~outside), candidates.filter(outside)
 
 
 def _prefix_of(spec: FormatSpec) -> pl.Expr:
@@ -132,8 +132,16 @@ def _prefix_of(spec: FormatSpec) -> pl.Expr:
     return pl.col("text").str.slice(0, pl.col("text").str.find(spec.bulk["after"], literal=True))
 
 
+def _with_outside(frame: pl.DataFrame, spec: FormatSpec, window: int, *by: str) -> tuple[pl.DataFrame, pl.Series]:
+    """(the frame with each raw line's head in `_PREFIX`, which of its lines are outside the
+    window): the head is read once, for the window's process and the weight of those left out."""
+    frame = frame.with_columns(_prefix_of(spec).alias(_PREFIX))
+    return frame, frame.select(_outside_window(spec, window, *by)).to_series()
+
+
 def _outside_window(spec: FormatSpec, window: int, *by: str) -> pl.Expr:
-    """The spec's lines that are not among the last `window` of their process and key (and `by`).
+    """The spec's lines that are not among the last `window` of their process and key (and `by`),
+    of a frame with each raw line's head in `_PREFIX` (see _prefix_of).
     The process is told by the characters just before the split (NCCL's `host:pid:tid [dev]`,
     not a collector's per-line timestamp further left): it keeps processes apart that share a
     file (srun -l) and a comm pointer value. Both are read from the raw line by cheap kernels
@@ -142,7 +150,7 @@ def _outside_window(spec: FormatSpec, window: int, *by: str) -> pl.Expr:
     text, after = pl.col("text"), spec.bulk["window_after"]
     key = pl.when(text.str.contains(spec.literal, literal=True) & _ascii(text)).then(
         text.str.slice(text.str.find(after, literal=True) + len(after), spec.bulk["window_chars"]))
-    process = _prefix_of(spec).str.slice(-spec.bulk["process_chars"])
+    process = pl.col(_PREFIX).str.slice(-spec.bulk["process_chars"])
     from_end = pl.col("line").rank("ordinal", descending=True).over(*by, process, key)
     return key.is_not_null() & (from_end > window)
 
@@ -165,13 +173,13 @@ def thin_batch(lines: pa.Array, first: int | pl.Series, window: int
     numbers = (first if isinstance(first, pl.Series)
                else pl.int_range(first, first + len(lines), dtype=pl.Int64, eager=True))
     frame = pl.DataFrame({"text": pl.Series("text", lines, dtype=pl.String), "line": numbers})
-    outside = [(spec, frame.select(_outside_window(spec, window)).to_series()) for spec in bulk_specs()]
-    left_out = [frame.select(_prefix_of(spec).filter(out).alias(_PREFIX)).group_by(_PREFIX).len("_lines")
+    outside = [(spec, *_with_outside(frame, spec, window)) for spec in bulk_specs()]
+    left_out = [headed.select(pl.col(_PREFIX).filter(out)).group_by(_PREFIX).len("_lines")
                 .select(text=_probe_text(spec), _lines=pl.col("_lines").cast(pl.Int64))
-                for spec, out in outside if out.any()]
+                for spec, headed, out in outside if out.any()]
     if not left_out:
         return lines, first, 0, None
-    kept = frame.filter(~pl.any_horizontal(out for _, out in outside))
+    kept = frame.filter(~pl.any_horizontal(out for _, _, out in outside))
     return kept["text"].to_arrow(), kept["line"], len(lines) - kept.height, pl.concat(left_out)
 
 
@@ -315,7 +323,7 @@ def _bulk_counts(data: bytes, start: int, end: int, lines: int,
     starts = data.count(b"\n" + head + after, max(start - 1, 0), end) + (start == 0)
     if starts != lines or data.count(literal, start, end) != lines:
         return None
-    probe = head + after + b"-"  # as _probe_text makes it
+    probe = head + after + _PROBE_MESSAGE.encode()
     counts = _key_counts(data, start, end, keys_of.get(probe, set()))
     if sum(counts.values()) != lines:  # a key not seen after this block: read the block's own
         counts = _key_counts(data, start, end, set(counts) | _sample_keys(data, start, end, spec))
@@ -407,7 +415,7 @@ def _probes(rows: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
 
 def _probe_text(spec: FormatSpec) -> pl.Expr:
     """A probe line: the prefix and the split, and no message (the engine reads its head only)."""
-    return pl.col(_PREFIX) + spec.bulk["after"] + "-"
+    return pl.col(_PREFIX) + spec.bulk["after"] + _PROBE_MESSAGE
 
 
 def _with_prefix(rows: pl.DataFrame, parsed: pl.DataFrame, spec: FormatSpec) -> pl.DataFrame:
