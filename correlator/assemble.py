@@ -67,7 +67,10 @@ def first_stalled(con, verdict: Verdict) -> dict | None:
     if verdict.kind not in ("rank_stalled", "rank_crashed", "rank_exited_early", "missing_collective") or not verdict.culprit_ranks:
         return None
     # No sequence numbers: the culprit's last progress step stands for how far it got.
-    r = _rows(con, "select * from rank_facts where rank = ?", [verdict.culprit_ranks[0]])[0]
+    rows = _rows(con, "select * from rank_facts where rank = ?", [verdict.culprit_ranks[0]])
+    if not rows:  # a culprit the runtime named whose own lines are not in the logs
+        return None
+    r = rows[0]
     return {"rank": r["rank"], "host": r["host"], "pg": None, "counter": "progress_step",
             "last_seq": r["last_step"], "last_op": None, "last_seen": iso(r["last_step_at"] or r["last_seen"])}
 

@@ -15,6 +15,9 @@ from . import __version__
 from .cli_common import ReportFormat as Format, fail as _fail
 from .pipeline import WINDOW, InputError, analyze as analyze_job, dumps
 
+INPUTS_HELP = ("The job's logs: its directory, one or more log files or archives (.gz, .zst, .tar*), "
+               "or - for standard input (a paste); several together are one job.")
+
 app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
                   help="Post-mortem log correlator for distributed training failures.")
 
@@ -47,7 +50,7 @@ def main(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 @app.command()
 def analyze(
-    job_dir: Path = typer.Argument(..., help="The job's log directory (files, .gz/.zst, tar archives)."),
+    inputs: list[str] = typer.Argument(..., metavar="JOB_DIR|FILE...|-", help=INPUTS_HELP),
     format: Format = typer.Option(None, "--format", "-f", help="terminal (default on a TTY), json, markdown, html."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the report to this file."),
     db: Optional[Path] = typer.Option(None, "--db", help="Also keep the job in this history database (every line typed, as --full)."),
@@ -59,13 +62,14 @@ def analyze(
 ) -> None:
     """Analyse a job: verdict, evidence, aligned timeline, fix.
 
-    Example: correlator analyze samples/tr-stalled_rank-4 --format json
+    Examples: correlator analyze samples/tr-stalled_rank-4 --format json;
+    correlator analyze rank3.log console.txt; pbpaste | correlator analyze -
     """
     fmt = format or (Format.terminal if sys.stdout.isatty() and not out else Format.json)
     bar, on_file = _progress(quiet)
     try:
         # The store keeps every line typed, as `ingest` does.
-        analysis = analyze_job(job_dir, on_file=on_file, keep_tables=db is not None,
+        analysis = analyze_job(inputs, on_file=on_file, keep_tables=db is not None,
                                window=None if full or db is not None else WINDOW)
     except InputError as e:
         raise _fail(str(e))
@@ -96,7 +100,7 @@ class TableFormat(str, Enum):
 
 @app.command()
 def parse(
-    path: Path = typer.Argument(..., help="A job directory or one log file."),
+    inputs: list[str] = typer.Argument(..., metavar="JOB_DIR|FILE...|-", help=INPUTS_HELP),
     table: str = typer.Option("events", "--table", "-t", help="files, events, collectives, comms, processes, progress, exits, pg_status, desync, mismatches."),
     format: TableFormat = typer.Option(TableFormat.table, "--format", "-f", help="table (rich), json (one object per row), parquet (needs --out)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output file (parquet)."),
@@ -110,14 +114,11 @@ def parse(
     from .tables import SCHEMAS
     if table not in SCHEMAS:
         raise _fail(f"unknown table {table!r}; one of: {', '.join(SCHEMAS)}")
-    job_dir = path if path.is_dir() else path.parent
     try:
-        parsed = parse_job(job_dir)
+        parsed = parse_job(inputs)
     except InputError as e:
         raise _fail(str(e))
-    name = path.name.replace("'", "''")
-    where = "" if path.is_dir() else f" where {'path' if table == 'files' else 'file'} = '{name}'"
-    rel = parsed.con.sql(f"select * from {table}{where}")
+    rel = parsed.con.sql(f"select * from {table}")
     if format is TableFormat.parquet:
         if not out:
             raise _fail("--format parquet needs --out FILE")
@@ -150,7 +151,7 @@ def formats() -> None:
 
 @app.command()
 def timeline(
-    job_dir: Path = typer.Argument(..., help="The job's log directory."),
+    inputs: list[str] = typer.Argument(..., metavar="JOB_DIR|FILE...|-", help=INPUTS_HELP),
     rank: Optional[list[int]] = typer.Option(None, "--rank", "-r", help="Only these global ranks (repeatable)."),
     around: Optional[str] = typer.Option(None, "--around", help="Centre time (ISO, aligned, UTC), e.g. 2026-11-29T22:05:42."),
     window: float = typer.Option(30.0, "--window", "-w", help="Seconds either side of --around."),
@@ -166,7 +167,7 @@ def timeline(
     from .pipeline import parse_job
     from .report.sanitize import clean
     try:
-        parsed = parse_job(job_dir)  # every line: a window would leave out earlier progress steps
+        parsed = parse_job(inputs)  # every line: a window would leave out earlier progress steps
     except InputError as e:
         raise _fail(str(e))
     queries.run_all(parsed.con)

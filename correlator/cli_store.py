@@ -18,6 +18,7 @@ from rich.table import Table
 
 from correlator import store
 from correlator.cli_common import ReportFormat, fail as _fail
+from correlator.pipeline import InputError
 
 DbOption = typer.Option(None, "--db", help="History database (default: $CORRELATOR_DB, else $XDG_DATA_HOME/correlator/history.duckdb).")
 
@@ -87,7 +88,7 @@ def _ingest_one(analyze_job: Callable[[Path], Any], job_dir: Path, db: Optional[
     try:
         analysis = analyze_job(job_dir)
         key = store.ingest(analysis, db)
-    except (store.StoreError, duckdb.Error, OSError, ValueError) as error:
+    except (InputError, store.StoreError, duckdb.Error, OSError, ValueError) as error:
         typer.echo(f"error: {job_dir}: {store.first_line(error)}", err=True)
         return False
     verdict = analysis.report.get("verdict") or {}
@@ -100,7 +101,7 @@ def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
 
     @app.command()
     def ingest(
-        job_dirs: list[Path] = typer.Argument(..., help="Job log directories (or archives) to analyse and store."),
+        job_dirs: list[Path] = typer.Argument(..., help="Jobs to analyse and store: each a log directory, an archive or a log file."),
         db: Optional[Path] = DbOption,
     ) -> None:
         """Analyse jobs and store them in the history; re-ingesting a directory replaces it.

@@ -84,6 +84,7 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "straggler_lag": _one(con, "select round(max(lag_ms)) from straggler_ranks"),
         "minority_call": _one(con, "select any_value(call) from call_minority"),
         "majority_call": _one(con, "select any_value(majority_call) from call_minority"),
+        "error_lines": _one(con, "select count(*) from error_lines"),
     }
     f["norm_note"] = f"the others have {f['norm']}" if f["norm"] else "see evidence"
     return f
@@ -120,8 +121,13 @@ def decide(con: duckdb.DuckDBPyConnection) -> Verdict:
         summary = rule.summary.format_map(_Defaulting(f))
         missing = [m.format_map(_Defaulting(f)) for m in rule.missing_facts]
         return Verdict(rule.kind, rule.name, culprits, rule.confidence, summary, f, missing, list(rule.alternative_kinds))
-    return Verdict("unknown", None, [], "low",
-                   "the logs do not show which rank started the failure", f, _missing_facts(f))
+    readings = [r[0] for r in con.execute("select reading from error_readings order by position").fetchall()]
+    if f["error_lines"]:
+        summary = (f"{f['error_lines']} error line(s), but the logs do not show which rank started the failure"
+                   + (f"; best reading: {readings[0].replace('_', ' ')}" if readings else ""))
+    else:
+        summary = "no failure in the logs, but nothing shows the run ended well either (no clean exits, final step or COMPLETED)"
+    return Verdict("unknown", None, [], "low", summary, f, _missing_facts(f), readings)
 
 
 class _Defaulting(dict):
@@ -138,7 +144,13 @@ def evidence(con: duckdb.DuckDBPyConnection, verdict: Verdict) -> list[dict]:
                                join aligned_events e using (file, line) order by q.k limit ?""",
                            [EVIDENCE_ROWS]).fetchall()
         return [{"file": f, "line": l, "rank": r, "text": t} for f, l, r, t in rows]
-    kinds = list(rule.evidence_kinds) if rule else ["traceback", "gloo_timeout", "watchdog_timeout"]
+    if rule is None:  # undecided: the error lines, one of each kind first, earliest first
+        rows = con.execute("""select file, line, rank, text from (
+                                  select *, row_number() over (partition by kind order by ts nulls last, file, line) as nth
+                                  from error_lines)
+                              order by nth > 1, ts nulls last, file, line limit ?""", [EVIDENCE_ROWS]).fetchall()
+        return [{"file": f, "line": l, "rank": r, "text": t} for f, l, r, t in rows]
+    kinds = list(rule.evidence_kinds)
     culprits = verdict.culprit_ranks or [-1]
     rows = con.execute(
         """select file, line, rank, text from timeline_events

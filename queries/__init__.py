@@ -32,6 +32,7 @@ STAGES = (
     *(("apply_identity", {"table": t}) for t in ("events", "progress", "exits", "collectives", "pg_status", "desync", "mismatches")),
     *(("pg_rank_is_global", {"table": t}) for t in ("collectives", "pg_status")),
     ("world", {}),
+    ("error_lines", {}),
     ("last_seq", {}),
     ("first_stalled", {}),
     ("divergence", {}),

@@ -110,6 +110,8 @@ def _verdict(report: dict, max_rows: int) -> Verdict:
     divergence = report.get("divergence")
     if divergence:
         facts.append(("diverged at", _divergence_text(divergence)))
+    facts.append(("decided by", f"rule {clean_line(verdict.get('rule'))}" if verdict.get("rule")
+                  else "no rule matched: the facts below would decide"))
     missing = [clean_line(f, CELL_LIMIT) for f in verdict.get("missing_facts") or []]
     return Verdict(
         kind=clean_line(verdict.get("kind")) or "unknown",
