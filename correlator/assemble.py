@@ -46,6 +46,8 @@ def job_section(con, job_id: str, log_dir: str) -> dict:
         "files": files["files"], "lines": int(files["lines"]), "lines_unparsed": int(files["unparsed"]),
         "lines_skimmed": int(files["skimmed"]),  # repeated lines counted, not typed (analyze without --full)
         "files_skipped": skipped,
+        # in-line rank markers that read two ways, and the reading taken
+        "rank_readings": _rows(con, "select marker, reading, lines from rank_readings"),
     }
 
 

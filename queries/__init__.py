@@ -27,6 +27,7 @@ STAGES = (
     ("year_of_undated", {}),
     *(("apply_year_shift", {"table": t}) for t in ("collectives", "progress", "exits", "pg_status", "desync", "mismatches", "comms")),
     ("apply_year_shift_events", {}),
+    ("inline_ranks", {}),
     ("identity", {}),
     ("task_is_rank", {}),
     *(("apply_identity", {"table": t}) for t in ("events", "progress", "exits", "collectives", "pg_status", "desync", "mismatches")),

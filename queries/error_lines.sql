@@ -15,7 +15,7 @@ with failing as (
                    'desync_lagging_never_joined', 'desync_lagging_unfinished', 'desync_lagging_not_joined',
                    'nccl_ras_mismatch', 'nccl_ras_dead', 'nccl_ras_comm_problem', 'nccl_ras_timeouts',
                    'srun_task_exit', 'srun_task_signal', 'slurm_oom_kill', 'slurm_memory_limit', 'slurm_job_oom',
-                   'torchelastic_summary', 'torchelastic_worker_exit', 'torchelastic_worker_signaled',
+                   'torchelastic_summary', 'torchelastic_worker_exit', 'torchelastic_worker_signaled', 'launcher_exception',
                    'k8s_pytorchjob_failed', 'k8s_jobset_failed')
        or (kind in ('other', 'text') and regexp_matches(text,
            '(?i)(^|[^\w])(error|exception|traceback|fatal|segmentation fault|core dumped|timed out|abort(ed)?|'
