@@ -8,6 +8,7 @@ from pathlib import Path
 import duckdb
 
 from .report.ranges import compress
+from .counters import seq_label, seq_printed
 from .verdict import Verdict, evidence, remediation
 
 SCHEMA_VERSION = 1
@@ -65,7 +66,8 @@ def first_stalled(con, verdict: Verdict) -> dict | None:
     if row:  # a rank with no collective at all is still named, with what else its logs show
         r = row[0]
         return {"rank": r["rank"], "host": r["any_host"], "pg": r["pg"], "counter": r["counter"],
-                "last_seq": r["last_seq"], "last_op": r["last_op"], "last_seen": iso(r["seen"])}
+                "last_seq": r["last_seq"], "last_op": r["last_op"], "last_seen": iso(r["seen"]),
+                "last_seq_label": seq_label(r["counter"], r["last_seq"])}
     if verdict.kind not in ("rank_stalled", "rank_crashed", "rank_exited_early", "missing_collective") or not verdict.culprit_ranks:
         return None
     # No sequence numbers: the culprit's last progress step stands for how far it got.
@@ -74,7 +76,8 @@ def first_stalled(con, verdict: Verdict) -> dict | None:
         return None
     r = rows[0]
     return {"rank": r["rank"], "host": r["host"], "pg": None, "counter": "progress_step",
-            "last_seq": r["last_step"], "last_op": None, "last_seen": iso(r["last_step_at"] or r["last_seen"])}
+            "last_seq": r["last_step"], "last_op": None, "last_seen": iso(r["last_step_at"] or r["last_seen"]),
+            "last_seq_label": seq_label("progress_step", r["last_step"])}
 
 
 def divergence(con) -> dict | None:
@@ -92,7 +95,8 @@ def divergence(con) -> dict | None:
     never = [r for r in members if r not in issued]
     if never:
         out.append({"ranks": never, "op": None})
-    return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out}
+    return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out,
+            "seq_printed": seq_printed(d["counter"], d["seq"]), "seq_label": seq_label(d["counter"], d["seq"])}
 
 
 def collateral(con, culprits: list[int]) -> list[dict]:
@@ -165,6 +169,7 @@ def ranks(con, verdict: Verdict) -> list[dict]:
                                 (select arg_max(pg, last_seq) from last_seq l where l.rank = f.rank) as pg,
                                 (select max(last_seq) from last_seq l where l.rank = f.rank) as seq,
                                 (select arg_max(last_op, last_seq) from last_seq l where l.rank = f.rank) as op,
+                                (select arg_max(counter, last_seq) from last_seq l where l.rank = f.rank) as counter,
                                 (select max(last_seen) from last_seq l where l.rank = f.rank) as seq_at
                          from rank_facts f order by f.rank""")
     out = []
@@ -174,7 +179,8 @@ def ranks(con, verdict: Verdict) -> list[dict]:
                "exited" if r["exited_zero"] else
                "killed" if r["terminated"] else
                "stalled" if r["rank"] in verdict.culprit_ranks and verdict.kind == "rank_stalled" else None)
-        last = {"pg": r["pg"], "seq": r["seq"], "op": r["op"], "time": iso(r["seq_at"])} if r["seq"] is not None else None
+        last = ({"pg": r["pg"], "seq": r["seq"], "op": r["op"], "time": iso(r["seq_at"]),
+                 "label": seq_label(r["counter"], r["seq"])} if r["seq"] is not None else None)
         out.append({"rank": r["rank"], "host": r["host"], "first_seen": iso(r["first_seen"]),
                     "last_seen": iso(r["last_seen"]), "last_collective": last, "end": end})
     return out
@@ -194,7 +200,7 @@ def narrative(verdict: Verdict, report: dict) -> list[str]:
                  + (f", last seen at {fs['last_seen']}" if fs["last_seen"] else "") + ".")
     d = report["divergence"]
     if d:
-        s.append(f"Ranks diverged at {d['counter']} {d['seq']} on PG {d['pg']}: "
+        s.append(f"Ranks diverged at {d['seq_label']} on PG {d['pg']}: "
                  + "; ".join(f"{_ranks_phrase(g['ranks'])} issued {g['op'] or 'nothing'}" for g in d["groups"]) + ".")
     victims = sorted({c["rank"] for c in report["collateral"] if c["rank"] is not None})
     if victims:

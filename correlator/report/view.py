@@ -129,7 +129,8 @@ def _first_stalled_text(stalled: dict) -> str:
     if stalled.get("counter") == "progress_step":  # no sequence numbers: how far its steps got
         text = f"{where}, last step {_value(stalled.get('last_seq'))}"
     else:
-        after = _collective_text(stalled.get("pg"), stalled.get("last_seq"), stalled.get("last_op"))
+        after = _collective_text(stalled.get("pg"), stalled.get("last_seq"), stalled.get("last_op"),
+                                 stalled.get("last_seq_label"))
         text = f"{where}, last collective {after}"
     if stalled.get("last_seen"):
         text += f", last seen {clean_line(stalled.get('last_seen'))}"
@@ -142,14 +143,15 @@ def _divergence_text(divergence: dict) -> str:
     sides = "; ".join(f"{compress(g.get('ranks') or [], RANGES_LIMIT) or UNKNOWN}: {clean_line(g.get('op')) or 'never issued'}"
                       for g in groups[:4])
     more = f"; +{len(groups) - 4} more groups" if len(groups) > 4 else ""
-    return f"{_collective_text(divergence.get('pg'), divergence.get('seq'), op)} ({sides}{more})"
+    return f"{_collective_text(divergence.get('pg'), divergence.get('seq'), op, divergence.get('seq_label'))} ({sides}{more})"
 
 
-def _collective_text(pg: object, seq: object, op: object) -> str:
-    name = clean_line(op) or "collective"
-    number = f" #{clean_line(seq)}" if seq is not None else ""
+def _collective_text(pg: object, seq: object, op: object, label: object = None) -> str:
+    """`ALLREDUCE SeqNum=15 on PG 0`: the counter as the log prints it where the report says it."""
+    number = clean_line(label) if label else f"#{clean_line(seq)}" if seq is not None else ""
+    name = " ".join(p for p in (clean_line(op), number) if p) or "collective"
     group = f" on PG {clean_line(pg)}" if pg is not None else ""
-    return f"{name}{number}{group}"
+    return f"{name}{group}"
 
 
 def _job_section(job: dict, max_rows: int) -> Section:
@@ -214,7 +216,9 @@ def _divergence_section(report: dict, max_rows: int) -> Section:
          clean_line(g.get("op")) or "never issued", _value(g.get("numel")), _value(g.get("dtype"))]
         for g in divergence.get("groups") or []
     ]
-    caption = (f"PG {clean_line(divergence.get('pg'))}, {clean_line(divergence.get('counter')) or 'seq'} "
+    caption = (f"PG {clean_line(divergence.get('pg'))}, {clean_line(divergence.get('seq_label'))}"
+               if divergence.get("seq_label") else
+               f"PG {clean_line(divergence.get('pg'))}, {clean_line(divergence.get('counter')) or 'seq'} "
                f"#{_value(divergence.get('seq'))}")
     return Section("Divergence", tables=[(caption, _table(["ranks", "count", "op", "numel", "dtype"], rows, max_rows, "groups"))])
 
@@ -228,6 +232,7 @@ def _rank_signature(entry: dict, culprits: set[int]) -> tuple:
         clean_line(last.get("pg")) if last else "",
         last.get("seq") if last else None,
         clean_line(last.get("op")) if last else "",
+        clean_line(last.get("label")) if last else "",
     )
 
 
@@ -239,8 +244,8 @@ def _rank_states_section(report: dict, max_rows: int) -> Section:
             groups[_rank_signature(entry, culprits)].append(entry)
     ordered = sorted(groups.items(), key=lambda item: (not item[0][0], min(e["rank"] for e in item[1])))
     rows = []
-    for (is_culprit, end, pg, seq, op), entries in ordered:
-        last = _collective_text(pg, seq, op) if seq is not None or op else UNKNOWN
+    for (is_culprit, end, pg, seq, op, label), entries in ordered:
+        last = _collective_text(pg, seq, op, label) if seq is not None or op else UNKNOWN
         last_seen = max((e.get("last_seen") or "" for e in entries), default="")
         rows.append([compress((e["rank"] for e in entries), RANGES_LIMIT), str(len(entries)), end, last,
                      clean_line(last_seen) or UNKNOWN, "culprit" if is_culprit else ""])
