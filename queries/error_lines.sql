@@ -15,11 +15,13 @@ with failing as (
                    'desync_lagging_never_joined', 'desync_lagging_unfinished', 'desync_lagging_not_joined',
                    'nccl_ras_mismatch', 'nccl_ras_dead', 'nccl_ras_comm_problem', 'nccl_ras_timeouts',
                    'srun_task_exit', 'srun_task_signal', 'slurm_oom_kill', 'slurm_memory_limit', 'slurm_job_oom',
-                   'torchelastic_summary', 'torchelastic_worker_exit', 'torchelastic_worker_signaled', 'launcher_exception',
+                   'torchelastic_worker_exit', 'torchelastic_worker_signaled', 'launcher_exception',
                    'k8s_pytorchjob_failed', 'k8s_jobset_failed')
+       -- torchrun's failure table, but not the rules around it (dashes look alike everywhere)
+       or (kind = 'torchelastic_summary' and not regexp_matches(text, '^[-=]+$'))
        or (kind in ('other', 'text') and regexp_matches(text,
            '(?i)(^|[^\w])(error|exception|traceback|fatal|segmentation fault|core dumped|timed out|abort(ed)?|'
-           'killed|unhandled|connection (refused|reset|closed)|broken pipe|out of memory)([^\w]|$)'))
+           'killed|unhandled|(reset|closed) by (remote )?peer|broken pipe|out of memory)([^\w]|$)'))
 )
 select *, case
     when kind in ('detail_mismatch', 'ddp_model_mismatch', 'gloo_size_mismatch', 'nccl_ras_mismatch') then 'collective_mismatch'
