@@ -3,12 +3,13 @@
 -- no rule decides cites them and takes its best reading from them (`reading`).
 -- Error-level lines (c10 `E`/`F`, logging ERROR/CRITICAL, slurm error:) count whatever their
 -- kind; so do the formats of failures, at any level; and an unrecognised line that speaks of a
--- failure in words (a paste's `RuntimeError: ...` without its `Traceback` header).
+-- failure in words (a paste's `RuntimeError: ...` without its `Traceback` header), not a word
+-- that only names a column or a setting (nccl-tests' `error` column, `error_file: <N/A>`).
 create or replace temp table error_lines as
 with failing as (
     select file, line, rank, kind, level, ts, text from events
     where level in ('ERROR', 'FATAL')
-       or kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'fatal_python_error', 'terminate_called',
+       or kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'nccl_remote_error', 'fatal_python_error', 'terminate_called',
                    'gloo_timeout', 'watchdog_timeout', 'watchdog_abort', 'peer_connection_lost', 'heartbeat_monitor',
                    'nccl_connection_closed', 'nccl_net_error', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',
                    'detail_mismatch', 'ddp_model_mismatch', 'monitored_barrier_failed', 'monitored_barrier_peer_error',
@@ -20,13 +21,14 @@ with failing as (
        -- torchrun's failure table, but not the rules around it (dashes look alike everywhere)
        or (kind = 'torchelastic_summary' and not regexp_matches(text, '^[-=]+$'))
        or (kind in ('other', 'text') and regexp_matches(text,
-           '(?i)(^|[^\w])(error|exception|traceback|fatal|segmentation fault|core dumped|timed out|abort(ed)?|'
-           'killed|unhandled|(reset|closed) by (remote )?peer|broken pipe|out of memory)([^\w]|$)'))
+           '(\w(Error|Exception)(:|$)|\b(error|Error|ERROR):|\bERROR\b|\bFAILED\b|Traceback|[Ff]atal error|'
+           '[Ss]egmentation fault|core dumped|timed out|\b[Aa]borted\b|\bKilled\b|[Uu]nhandled|'
+           '(reset|closed) by (remote )?peer|[Bb]roken pipe|out of memory)'))
 )
 select *, case
     when kind in ('detail_mismatch', 'ddp_model_mismatch', 'gloo_size_mismatch', 'nccl_ras_mismatch') then 'collective_mismatch'
-    when kind in ('nccl_net_error', 'nccl_connection_closed', 'peer_connection_lost') then 'transport_failure'
-    when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'fatal_python_error', 'slurm_oom_kill',
+    when kind in ('nccl_net_error', 'nccl_connection_closed', 'peer_connection_lost', 'nccl_remote_error') then 'transport_failure'
+    when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'fatal_python_error', 'slurm_oom_kill',
                   'slurm_memory_limit', 'slurm_job_oom', 'srun_task_signal') then 'rank_crashed'
     when kind in ('gloo_timeout', 'watchdog_timeout', 'watchdog_abort', 'pg_status', 'pg_status_v23', 'heartbeat_monitor',
                   'monitored_barrier_failed', 'desync_lagging_never_joined', 'desync_lagging_not_joined',

@@ -5,10 +5,10 @@
 -- A sub-PG's `[PG ID 2 ... Rank 1]` is a rank inside that group, not a global rank: left alone.
 create or replace temp table inline_rank_lines as
 select file, line,
-       cast(regexp_extract(text, '^\[(?:PG (?:ID )?0 (?:PG GUID [^ \]]* )?)?[Rr]ank:? ?(\d+)\]', 1) as bigint) as rank,
+       cast(regexp_extract(text, '^\[(?:PG (?:ID )?0 (?:PG GUID [^ \]]* |\([^)]*\) )?)?[Rr]ank:? ?(\d+)\]', 1) as bigint) as rank,
        not starts_with(text, '[PG') as without_pg
 from events
-where rank is null and starts_with(text, '[') and regexp_matches(text, '^\[(?:PG (?:ID )?0 (?:PG GUID [^ \]]* )?)?[Rr]ank:? ?\d+\]');
+where rank is null and starts_with(text, '[') and regexp_matches(text, '^\[(?:PG (?:ID )?0 (?:PG GUID [^ \]]* |\([^)]*\) )?)?[Rr]ank:? ?\d+\]');
 
 update events e set rank = i.rank from inline_rank_lines i where e.file = i.file and e.line = i.line;
 
