@@ -89,7 +89,8 @@ def divergence(con) -> dict | None:
                    [d["pg"], d["counter"], d["seq"]])
     issued = {r for g in groups for r in g["ranks"]}
     members = [r[0] for r in con.execute(
-        "select distinct rank from last_seq where pg = ? and counter = ? union select rank from world where ? = '0' order by 1",
+        "select distinct rank from last_seq where pg = ? and counter = ? "
+        "union select rank from ranks_with_lines where ? = '0' order by 1",
         [d["pg"], d["counter"], d["pg"]]).fetchall()]
     out = [{"ranks": g["ranks"], "op": g["op"], "numel": g["numel"], "dtype": g["dtype"]} for g in groups]
     never = [r for r in members if r not in issued]

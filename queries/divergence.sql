@@ -4,6 +4,15 @@
 -- without op: one row per rank first. NCCL's COLL rows (millions) are whole and said once per
 -- rank (a tee'd copy is the same row), so they are grouped directly: grouping by (seq, rank)
 -- first would cost seconds on a 1 GB log.
+-- A rank that wrote lines of its own but no counter was alive and not in the collective, and so
+-- is one the runtime names as never having joined (desync report, monitored barrier); a rank
+-- whose logs are missing (known only from the world size) may have issued it: nobody can say.
+create or replace temp table ranks_with_lines as
+select distinct rank from events where rank is not null
+union
+select distinct cast(trim(r) as bigint) from desync, unnest(string_split(ranks, ',')) as t(r)
+where verdict in ('never_joined', 'not_joined', 'monitored_barrier') and trim(r) <> '';
+
 create or replace temp table issued as
 select pg, counter, seq, rank, any_value(op) as op, any_value(numel_in) as numel, any_value(dtype) as dtype
 from seq_rows where state in ('issued', 'timeout', 'scheduled', 'started', 'completed') and counter <> 'nccl_opcount'
@@ -23,10 +32,10 @@ with split as (  -- seqs where ranks issued different things
 ), behind as (  -- the seq after the lowest last seq, when some ranks went further
     select pg, counter, min(last_seq) + 1 as seq from last_seq
     group by pg, counter having max(last_seq) > min(last_seq)
-), silent as (  -- ranks of the world with no row at all in the default PG: the seq the others waited in
+), silent as (  -- live ranks (lines of their own) with no row at all in the default PG: the seq the others waited in
     select pg, counter, min(seq) as seq from seq_rows
     where pg = '0' and state = 'timeout'
-      and exists (select 1 from world w where w.rank not in (select rank from last_seq l where l.pg = '0'))
+      and exists (select 1 from ranks_with_lines w where w.rank not in (select rank from last_seq l where l.pg = '0'))
     group by pg, counter
 ), missing as (select * from behind union all select * from silent)
 select pg, counter, min(seq) as seq, arg_min(kind = 'split', seq) as split,

@@ -25,6 +25,11 @@ def thread(case: Path) -> str:
     return (case / "source.txt").read_text().splitlines()[0].strip()
 
 
+# Counters that count the same thing under two names: the desync report's `collective #N` is the
+# PG's SeqNum.
+SAME_COUNTER = {"desync": "pg_seq", "desync_seq": "pg_seq"}
+
+
 def _op_of(divergence: dict, rank: int) -> tuple[bool, str | None]:
     for group in divergence.get("groups") or []:
         if rank in (group.get("ranks") or []):
@@ -38,7 +43,8 @@ def divergence_problems(got: dict | None, want: dict | None) -> list[str]:
     if got is None:
         return [f"no divergence; expected {want['counter']} {want['seq_printed']}"]
     problems = []
-    if got.get("counter") != want["counter"] or got.get("seq_printed") != str(want["seq_printed"]):
+    same = SAME_COUNTER.get(got.get("counter"), got.get("counter")) == SAME_COUNTER.get(want["counter"], want["counter"])
+    if not same or got.get("seq_printed") != str(want["seq_printed"]):
         problems.append(f"divergence at {got.get('counter')} {got.get('seq_printed')}, "
                         f"expected {want['counter']} {want['seq_printed']}")
     for rank, op in (want.get("ops") or {}).items():
