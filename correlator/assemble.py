@@ -90,7 +90,7 @@ def divergence(con) -> dict | None:
     issued = {r for g in groups for r in g["ranks"]}
     members = [r[0] for r in con.execute(
         "select distinct rank from last_seq where pg = ? and counter = ? "
-        "union select rank from ranks_with_lines where ? = '0' order by 1",
+        "union select rank from speaking_ranks where pg = ? order by 1",
         [d["pg"], d["counter"], d["pg"]]).fetchall()]
     out = [{"ranks": g["ranks"], "op": g["op"], "numel": g["numel"], "dtype": g["dtype"]} for g in groups]
     never = [r for r in members if r not in issued]

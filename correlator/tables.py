@@ -57,6 +57,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     # Desync report (TORCH_NCCL_DESYNC_DEBUG): which PG ranks lagged, as the reporting rank saw it.
     "desync": pa.schema(_WHERE + _WHO + [
         ("ranks", pa.string()), ("verdict", pa.string()), ("seq", pa.int64()), ("next", pa.int64()), ("ts", TS),
+        ("pg", pa.string()),            # the process group the report speaks of, where it says (else the default PG)
     ]),
     # Mismatches named by the runtime itself: DETAIL fingerprints (0-based SequenceNumber), DDP params.
     "mismatches": pa.schema(_WHERE + _WHO + [

@@ -76,7 +76,7 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
     f = {
         "nranks": _one(con, "select n from world_size"),
         "last_step": _one(con, "select max(last_step) from rank_facts"),
-        "what": _one(con, "select any_value(what) from mismatch_minority"),
+        "what": _one(con, "select coalesce((select any_value(what) from mismatch_minority), (select any_value(what) from mismatch_votes))"),
         "norm": _one(con, "select any_value(norm) from mismatch_minority"),
         "div_at": _at(con, "select pg, counter, seq from divergence"),
         "stalled_at": _at(con, "select pg, counter, last_seq from first_stalled") or "before its first collective",

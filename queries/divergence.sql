@@ -5,12 +5,13 @@
 -- rank (a tee'd copy is the same row), so they are grouped directly: grouping by (seq, rank)
 -- first would cost seconds on a 1 GB log.
 -- A rank that wrote lines of its own but no counter was alive and not in the collective, and so
--- is one the runtime names as never having joined (desync report, monitored barrier); a rank
--- whose logs are missing (known only from the world size) may have issued it: nobody can say.
-create or replace temp table ranks_with_lines as
-select distinct rank from events where rank is not null
+-- is one the runtime names as never having joined it (desync report, monitored barrier, the FR
+-- analyzer's missing ranks), in the PG it names; a rank whose logs are missing (known only from
+-- the world size) may have issued it: nobody can say.
+create or replace temp table speaking_ranks as
+select distinct '0' as pg, rank from events where rank is not null
 union
-select distinct cast(trim(r) as bigint) from desync, unnest(string_split(ranks, ',')) as t(r)
+select distinct coalesce(pg, '0'), cast(trim(r) as bigint) from desync, unnest(string_split(ranks, ',')) as t(r)
 where verdict in ('never_joined', 'not_joined', 'monitored_barrier') and trim(r) <> '';
 
 create or replace temp table issued as
@@ -32,11 +33,12 @@ with split as (  -- seqs where ranks issued different things
 ), behind as (  -- the seq after the lowest last seq, when some ranks went further
     select pg, counter, min(last_seq) + 1 as seq from last_seq
     group by pg, counter having max(last_seq) > min(last_seq)
-), silent as (  -- live ranks (lines of their own) with no row at all in the default PG: the seq the others waited in
-    select pg, counter, min(seq) as seq from seq_rows
-    where pg = '0' and state = 'timeout'
-      and exists (select 1 from ranks_with_lines w where w.rank not in (select rank from last_seq l where l.pg = '0'))
-    group by pg, counter
+), silent as (  -- speaking ranks of a PG with no row at all in it: the seq the others waited in
+    select s.pg, s.counter, min(s.seq) as seq from seq_rows s
+    where s.state = 'timeout'
+      and exists (select 1 from speaking_ranks w where w.pg = s.pg
+                  and w.rank not in (select rank from last_seq l where l.pg = s.pg and l.counter = s.counter))
+    group by s.pg, s.counter
 ), missing as (select * from behind union all select * from silent)
 select pg, counter, min(seq) as seq, arg_min(kind = 'split', seq) as split,
        (select count(distinct rank) from last_seq l where l.pg = d.pg and l.counter = d.counter) as coverage

@@ -37,6 +37,11 @@ def _op_of(divergence: dict, rank: int) -> tuple[bool, str | None]:
     return False, None
 
 
+def _op_name(op: str | None) -> str:
+    """`all_reduce` (FR's profiling name) and `ALLREDUCE` (PyTorch's OpType) name one op."""
+    return (op or "").upper().replace("_", "").replace("ALLTOALLSINGLE", "ALLTOALLBASE").replace("INTOTENSOR", "BASE")
+
+
 def divergence_problems(got: dict | None, want: dict | None) -> list[str]:
     if want is None:
         return [] if got is None else [f"divergence {got.get('seq_label')} where none is expected"]
@@ -51,7 +56,7 @@ def divergence_problems(got: dict | None, want: dict | None) -> list[str]:
         listed, issued = _op_of(got, int(rank))
         if op is None and listed and issued is not None:
             problems.append(f"rank {rank} issued {issued}, expected never issued")
-        elif op is not None and (issued or "").upper() != op.upper():
+        elif op is not None and _op_name(issued) != _op_name(op):
             problems.append(f"rank {rank} op {issued}, expected {op}")
     return problems
 
