@@ -4,12 +4,14 @@
 -- without op: one row per rank first. NCCL's COLL rows (millions) are whole and said once per
 -- rank (a tee'd copy is the same row), so they are grouped directly: grouping by (seq, rank)
 -- first would cost seconds on a 1 GB log.
--- A rank that wrote lines of its own but no counter was alive and not in the collective, and so
+-- A rank that wrote lines of its own (beyond NCCL's start-up chatter) but no counter was alive
+-- and not in the collective, and so
 -- is one the runtime names as never having joined it (desync report, monitored barrier, the FR
 -- analyzer's missing ranks), in the PG it names; a rank whose logs are missing (known only from
 -- the world size) may have issued it: nobody can say.
+-- NCCL's own INFO lines are start-up chatter: they say a process existed, not where it was at the hang.
 create or replace temp table speaking_ranks as
-select distinct '0' as pg, rank from events where rank is not null
+select distinct '0' as pg, rank from events where rank is not null and source <> 'nccl'
 union
 select distinct coalesce(pg, '0'), cast(trim(r) as bigint) from desync, unnest(string_split(ranks, ',')) as t(r)
 where verdict in ('never_joined', 'not_joined', 'monitored_barrier') and trim(r) <> '';
@@ -30,9 +32,10 @@ select pg, counter, seq, op, numel, dtype, ranks, len(ranks) as n from (
 create or replace temp table divergence_all as
 with split as (  -- seqs where ranks issued different things
     select pg, counter, seq from seq_groups group by pg, counter, seq having count(*) > 1
-), behind as (  -- the seq after the lowest last seq, when some ranks went further
-    select pg, counter, min(last_seq) + 1 as seq from last_seq
-    group by pg, counter having max(last_seq) > min(last_seq)
+), behind as (  -- the seq after the lowest last seq of a rank that may be behind, when others went further
+    select b.pg, b.counter, min(b.last_seq) + 1 as seq from may_be_behind b
+    join (select pg, counter, max(last_seq) as max_seq from last_seq group by pg, counter) g using (pg, counter)
+    group by b.pg, b.counter having max(g.max_seq) > min(b.last_seq)
 ), silent as (  -- speaking ranks of a PG with no row at all in it: the seq the others waited in
     select s.pg, s.counter, min(s.seq) as seq from seq_rows s
     where s.state = 'timeout'
