@@ -86,7 +86,18 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "majority_call": _one(con, "select any_value(majority_call) from call_minority"),
     }
     f["norm_note"] = f"the others have {f['norm']}" if f["norm"] else "see evidence"
+    f.update(fr_facts(con))
     return f
+
+
+def fr_facts(con: duckdb.DuckDBPyConnection) -> dict:
+    """The Flight Recorder divergence's facts (queries/fr_findings.sql: fr_facts), named fr_*."""
+    try:
+        cur = con.execute("select * from fr_facts")
+    except duckdb.CatalogException:   # the FR stages did not run (a partial pipeline)
+        return {}
+    row = cur.fetchone()
+    return dict(zip((d[0] for d in cur.description), row)) if row else {}
 
 
 def _missing_facts(f: dict) -> list[str]:
