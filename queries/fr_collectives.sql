@@ -71,12 +71,39 @@ where v.n < v.top and v.top * 2 > v.total
   and (select count(*) from votes w where w.gkey = v.gkey and w.seq = v.seq and w.side = v.side and w.n = v.top) = 1
 group by v.gkey, v.seq;
 
+-- Where ranks disagree and no majority names the odd ones (two ranks, a tie), the group's own
+-- history may: a signature it never issued at any other seq, where the others' it did
+-- ('split_tie'); else a step it never took, from the rank's previous op to this one, where the
+-- others' step it took before ('order_tie': a skipped or reordered collective).
+create or replace temp table fr_tie as
+with t as (select gkey, seq from fr_seq where sigs > 1 and not has_majority),
+x as (
+    select c.gkey, c.seq, c.rank, c.sig,
+           exists (select 1 from fr_coll o where o.gkey = c.gkey and o.seq <> c.seq and o.sig = c.sig) as sig_seen,
+           exists (select 1 from fr_coll o join fr_coll op on op.gkey = o.gkey and op.rank = o.rank and op.seq = o.seq - 1
+                   where o.gkey = c.gkey and o.seq < c.seq and o.sig = c.sig and op.sig = p.sig) as step_seen
+    from fr_coll c join t using (gkey, seq)
+    left join fr_coll p on p.gkey = c.gkey and p.rank = c.rank and p.seq = c.seq - 1
+)
+select gkey, seq, 'split_tie' as finding, list(rank order by rank) as ranks from x
+where not sig_seen
+group by gkey, seq
+having exists (select 1 from x y where y.gkey = x.gkey and y.seq = x.seq and y.sig_seen)
+union all
+select gkey, seq, 'order_tie', list(rank order by rank) from x
+where not step_seen
+  and not exists (select 1 from x y where y.gkey = x.gkey and y.seq = x.seq and not y.sig_seen)
+group by gkey, seq
+having exists (select 1 from x y where y.gkey = x.gkey and y.seq = x.seq and y.step_seen);
+
 -- The findings, each at the first seq of its group where it shows. culprits [-1]: none can be named.
 create or replace temp table fr_coll_findings as
--- different signatures at one seq: the minority, where there is a majority
-select gkey, 'split' as finding, seq, case when has_majority then minority else [-1] end as culprits
-from fr_seq where sigs > 1
-qualify row_number() over (partition by gkey order by seq) = 1
+-- different signatures at one seq: the minority, where there is a majority (else fr_tie's)
+select s.gkey, case when s.has_majority then 'split' else coalesce(t.finding, 'split_tie') end as finding, s.seq,
+       case when s.has_majority then s.minority else coalesce(t.ranks, [-1]) end as culprits
+from fr_seq s left join fr_tie t using (gkey, seq)
+where s.sigs > 1
+qualify row_number() over (partition by s.gkey order by s.seq) = 1
 union all
 select s.gkey, 'alltoall_totals', s.seq,
        coalesce((select ranks from fr_alltoall_odd o where o.gkey = s.gkey and o.seq = s.seq), [-1])

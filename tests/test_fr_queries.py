@@ -191,3 +191,22 @@ def test_fr_none_gives_the_columns_of_the_fr_stages(con):
     queries.run(con, "fr_none")
     for table, columns in real.items():
         assert _one(con, f"select column_name, column_type from (describe {table})") == columns, table
+
+
+def test_two_ranks_that_disagree_the_one_the_history_never_saw_is_odd(con):
+    steps = [dict(op="all_reduce", seq=s, ins=[[100]]) for s in (1, 2, 3)]
+    _dumps(con, {0: steps + [dict(op="all_reduce", seq=4, ins=[[100]], state="started")],
+                 1: steps + [dict(op="all_reduce", seq=4, ins=[[101]], state="started")]})
+    queries.run_all(con)
+    assert _one(con, "select finding, culprits, seq from fr_divergence") == [("split_tie", [1], 4)]
+
+
+def test_two_ranks_in_another_order_the_one_off_the_programs_order_is_odd(con):
+    # each step: all_reduce(16), all_reduce(8); in step 3 rank 1 goes straight to the 8
+    steps = [dict(op="all_reduce", seq=s, ins=[[16 if s % 2 else 8]]) for s in (1, 2, 3, 4)]
+    _dumps(con, {0: steps + [dict(op="all_reduce", seq=5, ins=[[16]], state="started"),
+                             dict(op="all_reduce", seq=6, ins=[[8]], state="scheduled")],
+                 1: steps + [dict(op="all_reduce", seq=5, ins=[[8]], state="started"),
+                             dict(op="all_reduce", seq=6, ins=[[16]], state="scheduled")]})
+    queries.run_all(con)
+    assert _one(con, "select finding, culprits, seq from fr_divergence") == [("order_tie", [1], 5)]
