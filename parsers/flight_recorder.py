@@ -130,11 +130,11 @@ def _str(value, limit: int = 200) -> str | None:
 
 def _numel(sizes) -> int | None:
     """Elements over all input tensors, from `input_sizes` ([[d0, d1, …], …])."""
-    if not isinstance(sizes, list) or len(sizes) > MAX_TENSORS:
+    if not isinstance(sizes, (list, tuple)) or len(sizes) > MAX_TENSORS:
         return None
     total = 0
     for shape in sizes:
-        if not isinstance(shape, list) or len(shape) > MAX_DIMS:
+        if not isinstance(shape, (list, tuple)) or len(shape) > MAX_DIMS:
             return None
         numel = 1
         for dim in map(_int, shape):
@@ -147,11 +147,11 @@ def _numel(sizes) -> int | None:
 
 def _shapes(sizes) -> str | None:
     """`input_sizes` as compact JSON ([[4],[4]]), when it is a real shape list."""
-    if not isinstance(sizes, list) or len(sizes) > MAX_TENSORS:
+    if not isinstance(sizes, (list, tuple)) or len(sizes) > MAX_TENSORS:
         return None
     shapes = []
     for shape in sizes:
-        if not isinstance(shape, list) or len(shape) > MAX_DIMS:
+        if not isinstance(shape, (list, tuple)) or len(shape) > MAX_DIMS:
             return None
         dims = [_int(d) for d in shape]
         if any(d is None or d < 0 for d in dims):
@@ -161,10 +161,12 @@ def _shapes(sizes) -> str | None:
 
 
 def _count(values) -> int | None:
-    return min(len(values), MAX_TENSORS + 1) if isinstance(values, list) else None
+    return min(len(values), MAX_TENSORS + 1) if isinstance(values, (list, tuple)) else None
 
 
 def _dtype(dtypes) -> str | None:
+    if isinstance(dtypes, str):   # hand-made dumps write one dtype for all tensors
+        dtypes = [dtypes]
     if not isinstance(dtypes, list) or not dtypes:
         return None
     names = {d for d in dtypes[:MAX_TENSORS] if isinstance(d, str)}
@@ -310,6 +312,17 @@ def _fr_entry(index: int, entry: dict, who: dict) -> dict:
     )
 
 
+def _p2p_markers(rows: list[dict]) -> None:
+    """The `coalesced` marker that closes a batch of sends/recvs is a p2p entry, where the dump does
+    not say so (is_p2p missing or false): it follows the group's p2p ops."""
+    last: dict = {}
+    for row in rows:
+        if row["marker"] and not row["is_p2p"] and last.get(row["pg_name"], False):
+            row["is_p2p"] = True
+        if not row["marker"]:
+            last[row["pg_name"]] = row["is_p2p"]
+
+
 def _world_size(groups: list[dict], rank: int | None) -> int | None:
     """The default group's size: the group named default_pg (or "0"), else the largest one the rank is in."""
     mine = [g for g in groups if g["ranks"] and (rank is None or rank in g["ranks"])]
@@ -365,6 +378,7 @@ def parse(data: bytes, result: FileResult) -> None:
                       f"last_started={s['last_started']} last_completed={s['last_completed']}")
                for s in status]
     fr_rows = [_fr_entry(i, e, who) for i, e in entries]
+    _p2p_markers(fr_rows)
     groups = pg_ranks.groups(result.path, who["rank"])
     record_ids = [r["record_id"] for r in fr_rows if r["record_id"] is not None]
     version = dump.get("version")
