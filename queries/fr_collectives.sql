@@ -112,6 +112,17 @@ where s.sigs = 1 and s.cls = 'alltoall' and s.in_total <> s.out_total
   and len(s.holders) = len(g.members) and len(g.undumped) = 0
 qualify row_number() over (partition by s.gkey order by s.seq) = 1
 union all
+-- a seq the others hold and a rank skipped, between two it holds (a gap in its own count)
+select gkey, 'hole', seq, list(rank order by rank)
+from (
+    select h.gkey, h.seq, r.rank
+    from fr_seq h
+    join (select gkey, rank, min(seq) as lo, max(seq) as hi from fr_coll group by gkey, rank) r
+      on r.gkey = h.gkey and h.seq > r.lo and h.seq < r.hi and not list_contains(h.holders, r.rank)
+)
+group by gkey, seq
+qualify row_number() over (partition by gkey order by seq) = 1
+union all
 -- ranks with a dump that never reached a seq the others hold: those that stopped first
 select c.gkey, 'behind', min(c.last_seq) + 1, list(c.rank order by c.rank) filter (where c.last_seq = c.lowest)
 from (select gkey, rank, max(seq) as last_seq, min(max(seq)) over (partition by gkey) as lowest

@@ -11,7 +11,7 @@ with f as (
     select gkey, finding, 'fr_p2p_seq', seq, culprits, owner, peer, seq_printed, op from fr_p2p_findings
 )
 select f.*, g.pg, len(g.members) as size,
-       case when f.finding in ('split', 'split_tie', 'order_tie', 'alltoall_totals', 'p2p_wrong_peer', 'p2p_size') then 0
+       case when f.finding in ('split', 'split_tie', 'order_tie', 'hole', 'alltoall_totals', 'p2p_wrong_peer', 'p2p_size') then 0
             when f.finding in ('behind', 'silent', 'p2p_unposted') then 1
             when f.finding = 'state_behind' then 2 else 3 end as priority
 from f join fr_group_state g using (gkey);

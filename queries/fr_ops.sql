@@ -7,12 +7,28 @@
 --   scatter: op, output sizes and dtypes (only the root has an input list);
 --   gather: op, input sizes and dtypes (only the root has an output list);
 --   any other: op, input and output sizes, dtypes; a coalesced group: the multiset of its ops.
+-- TorchComms numbers every op of a process, of every communicator and p2p ones too, from one
+-- counter (and names send/recv without peers): a rank's values then never repeat, where c10d's
+-- repeat across groups (each counts from 1; unless a ring buffer dropped the start) and for p2p
+-- entries. Such a dump's collectives are compared by their order in the group.
+create or replace temp table fr_numbering as
+select e.rank,
+       count(*) = count(distinct e.collective_seq_id)
+       and (bool_or(e.fr_op in ('send', 'recv') and e.local_src is null)
+            or count(distinct g.gkey) > 1 and not any_value(p.evicted)) as per_process
+from fr_entries e join fr_entry_group g using (file, line) join fr_dump_of_rank p on p.rank = e.rank
+where not e.marker and e.collective_seq_id is not null
+group by e.rank;
+
 create or replace temp table fr_coll as
 with c as (
-    select e.*, g.gkey,
+    select e.* replace (case when n.per_process
+                             then dense_rank() over (partition by e.rank, g.gkey, n.per_process order by e.collective_seq_id)
+                             else e.collective_seq_id end as collective_seq_id),
+           e.collective_seq_id as printed_seq, g.gkey,
            case when regexp_matches(e.fr_op, '^all_?to_?all') then 'alltoall'
                 when e.fr_op = 'scatter' then 'scatter' when e.fr_op = 'gather' then 'gather' else 'coll' end as cls
-    from fr_entries e join fr_entry_group g using (file, line)
+    from fr_entries e join fr_entry_group g using (file, line) join fr_numbering n on n.rank = e.rank
     where not e.is_p2p and e.collective_seq_id is not null
 ), k as (
     select *, case cls
@@ -22,7 +38,7 @@ with c as (
         else concat_ws('|', fr_op, in_sizes, out_sizes, in_dtypes, out_dtypes) end as sig
     from c
 )
-select gkey, rank, collective_seq_id as seq, cast(collective_seq_id as varchar) as seq_printed,
+select gkey, rank, collective_seq_id as seq, cast(min(printed_seq) as varchar) as seq_printed,
        min(file) as file, min(line) as line, any_value(host) as host,
        count(*) filter (where not marker) as ops,
        -- shown as: the marker's op for a coalesced group, else the op itself

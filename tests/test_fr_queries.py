@@ -40,7 +40,7 @@ def _dumps(con, entries, groups=None, first_record_id=None):
             numel = lambda shapes: sum(math.prod(s) for s in shapes)
             p2p = op.split(" ")[0] in ("send", "recv")
             src = dst = None
-            if p2p:
+            if p2p and " " in op:
                 left, right = op.split(" ")[1].replace("<-", "->").split("->")
                 src, dst = (int(left), int(right)) if "->" in op else (int(right), int(left))
             pg = r.get("pg", "0")
@@ -210,3 +210,22 @@ def test_two_ranks_in_another_order_the_one_off_the_programs_order_is_odd(con):
                              dict(op="all_reduce", seq=6, ins=[[16]], state="scheduled")]})
     queries.run_all(con)
     assert _one(con, "select finding, culprits, seq from fr_divergence") == [("order_tie", [1], 5)]
+
+
+def test_a_seq_a_rank_skipped_between_two_it_holds_is_missing_there(con):
+    rows = lambda skip: [dict(op="all_reduce", seq=s) for s in (1, 2, 3, 4) if s != skip]
+    _dumps(con, {0: rows(None), 1: rows(3), 2: rows(None)})
+    queries.run_all(con)
+    assert _one(con, "select finding, culprits, seq from fr_divergence") == [("hole", [1], 3)]
+
+
+def test_a_process_wide_count_is_compared_by_order_in_the_group(con):
+    # TorchComms numbers every op of a process: rank 0's p2p ops take values its peers do not have
+    r0 = [dict(op="all_reduce", seq=0), dict(op="send", seq=1), dict(op="all_reduce", seq=2)]
+    r1 = [dict(op="all_reduce", seq=0), dict(op="recv", seq=1), dict(op="all_reduce", seq=2)]
+    r2 = [dict(op="all_reduce", seq=0), dict(op="all_reduce", seq=1)]
+    _dumps(con, {0: r0, 1: r1, 2: r2})
+    queries.run_all(con)
+    assert _one(con, "select rank, per_process from fr_numbering order by rank") == [(0, True), (1, True), (2, False)]
+    assert _one(con, "select rank, seq, seq_printed from fr_coll order by rank, seq") == [
+        (0, 1, "0"), (0, 2, "2"), (1, 1, "0"), (1, 2, "2"), (2, 0, "0"), (2, 1, "1")]
