@@ -60,10 +60,20 @@ def _one(con, sql):
     return con.execute(sql).fetchall()
 
 
+FR_AND_COUNTERS = queries.FR_STAGES | {"world", "last_seq", "first_stalled", "divergence"}
+
+
+def _run(con):
+    """The stages these tables feed, in the pipeline's order (run_all would also run the ~30 others)."""
+    for name, params in queries.STAGES:
+        if name in FR_AND_COUNTERS:
+            queries.run(con, name, **params)
+
+
 def test_a_send_and_its_recv_are_a_pair_not_a_mismatch(con):
     _dumps(con, {0: [dict(op="all_reduce", seq=1), dict(op="send 0->1", seq=1, p2p=1, ins=[[4, 4]])],
                  1: [dict(op="all_reduce", seq=1), dict(op="recv 1<-0", seq=1, p2p=1, ins=[[4, 4]])]})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select src, dst, send_rank, recv_rank from fr_p2p_pairs") == [(0, 1, 0, 1)]
     assert _one(con, "select count(*) from fr_p2p_unmatched") == [(0,)]
     # the p2p entries carry collective_seq_id 1 like the all_reduce before them: one collective at seq 1
@@ -80,7 +90,7 @@ def test_a_send_to_a_rank_that_never_receives_from_it_is_the_wrong_peer(con):
     r1 += [dict(op="recv 1<-0", p2p=5, state="started", retired=False)]
     r2 = [dict(op="recv 2<-1", p2p=k, state="started" if k == 3 else "completed", retired=k < 3) for k in (1, 2, 3)]
     _dumps(con, {0: r0, 1: r1, 2: r2})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select owner, peer, seq, channel_used from fr_p2p_waits order by owner") == [
         (0, 2, 3, False), (1, 0, 5, True), (2, 1, 3, True)]
     assert _one(con, "select finding, culprits, seq from fr_divergence") == [("p2p_wrong_peer", [0], 3)]
@@ -90,7 +100,7 @@ def test_a_send_to_a_rank_that_never_receives_from_it_is_the_wrong_peer(con):
 def test_a_send_whose_peer_never_posts_the_recv_names_the_peer(con):
     _dumps(con, {0: [dict(op="send 0->1", p2p=k, state="started" if k == 3 else "completed") for k in (1, 2, 3)],
                  1: [dict(op="recv 1<-0", p2p=k) for k in (1, 2)]})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select finding, culprits, seq from fr_divergence") == [("p2p_unposted", [1], 3)]
     assert _one(con, "select rank, last_seq from first_stalled") == [(1, 2)]
 
@@ -99,21 +109,21 @@ def test_uneven_all_to_all_adds_up_and_a_wrong_total_names_the_odd_output(con):
     def a2a(rank, out):
         return [dict(op="all_to_all", seq=1, ins=[[(rank + 1) * 3]], outs=[[out]])]
     _dumps(con, {r: a2a(r, 6) for r in range(3)})          # inputs 3, 6, 9; outputs 6, 6, 6
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select sigs, in_total, out_total from fr_seq") == [(1, 18, 18)]
     assert _one(con, "select count(*) from fr_divergence") == [(0,)]
 
     con2 = duckdb.connect()
     create_tables(con2)
     _dumps(con2, {r: a2a(r, 5 if r == 1 else 6) for r in range(3)})
-    queries.run_all(con2)
+    _run(con2)
     assert _one(con2, "select finding, culprits, seq from fr_divergence") == [("alltoall_totals", [1], 1)]
 
 
 def test_the_root_of_a_scatter_or_gather_may_hold_what_the_others_do_not(con):
     _dumps(con, {r: [dict(op="scatter", seq=1, ins=[[2]] * 3 if r == 0 else [], outs=[[2]]),
                      dict(op="gather", seq=2, ins=[[3]], outs=[[3]] * 3 if r == 2 else [])] for r in range(3)})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select seq, sigs from fr_seq order by seq") == [(1, 1), (2, 1)]
     assert _one(con, "select distinct numel_in from collectives where seq = 1") == [(2,)]
 
@@ -123,14 +133,14 @@ def test_a_coalesced_group_is_compared_as_a_set(con):
         return [dict(op="_all_gather_base", seq=1, ins=[[n]], outs=[[3 * n]]) for n in sizes] + \
                [dict(op="ALLGATHER_coalesced", seq=1, ins=[], outs=[])]
     _dumps(con, {0: group(0, (4, 8)), 1: group(1, (8, 4)), 2: group(2, (4, 8))})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select sigs from fr_seq") == [(1,)]
     assert _one(con, "select distinct op from collectives") == [("ALLGATHER_COALESCED",)]
 
     con2 = duckdb.connect()
     create_tables(con2)
     _dumps(con2, {0: group(0, (4, 8)), 1: group(1, (6, 6)), 2: group(2, (4, 8))})   # same total, other sizes
-    queries.run_all(con2)
+    _run(con2)
     assert _one(con2, "select finding, culprits from fr_divergence") == [("split", [1])]
     # the old counters' queries see the split too, though op, total size and dtype are alike
     assert _one(con2, "select seq, split from divergence") == [(1, True)]
@@ -140,7 +150,7 @@ def test_a_rank_still_scheduled_while_the_others_started_is_behind(con):
     _dumps(con, {r: [dict(op="all_reduce", seq=1),
                      dict(op="all_reduce", seq=2, state="scheduled" if r == 1 else "started", retired=False)]
                  for r in range(3)})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select finding, seq, culprits from fr_divergence") == [("state_behind", 2, [1])]
     assert _one(con, "select rank, last_seq from first_stalled") == [(1, 2)]
 
@@ -148,7 +158,7 @@ def test_a_rank_still_scheduled_while_the_others_started_is_behind(con):
 def test_a_member_without_a_dump_is_missing_where_the_others_wait(con):
     _dumps(con, {r: [dict(op="all_reduce", seq=1), dict(op="all_reduce", seq=2, state="started", retired=False)]
                  for r in (0, 1)}, groups={"0": [0, 1, 2]})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select finding, seq, culprits from fr_divergence") == [("silent", 2, [2])]
     assert _one(con, "select rank, op from fr_divergence_ops order by rank") == [(0, "ALL_REDUCE"), (1, "ALL_REDUCE"), (2, None)]
 
@@ -161,7 +171,7 @@ def test_entries_before_the_latest_first_seq_are_not_compared(con):
     r1 = [dict(op="_all_gather_base", seq=3, ins=[[6]], outs=[[12]]), dict(op="ALLGATHER_coalesced", seq=3, ins=[], outs=[]),
           dict(op="all_reduce", seq=4)]
     _dumps(con, {0: r0, 1: r1}, first_record_id={1: 3})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select cut from fr_cut") == [(4,)]
     assert _one(con, "select count(*) from fr_divergence") == [(0,)]
     assert _one(con, "select seq, split from divergence") == []
@@ -172,7 +182,7 @@ def test_a_group_is_its_name_and_members_not_its_process_local_id(con):
     entries = {r: [dict(op="all_reduce", seq=1, pg="1" if r < 2 else "2", pg_id=1, ins=[[9 if r == 3 else 4]])]
                for r in range(4)}
     _dumps(con, entries, groups={"0": [0, 1, 2, 3], "1": [0, 1], "2": [2, 3]})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select pg, members from fr_group order by pg") == [("1", [0, 1]), ("2", [2, 3])]
     assert _one(con, "select pg, seq, sigs from fr_seq join fr_group using (gkey) order by pg") == [("1", 1, 1), ("2", 1, 2)]
 
@@ -185,7 +195,7 @@ def test_without_dumps_the_fr_outputs_are_there_and_empty(con):
 
 def test_fr_none_gives_the_columns_of_the_fr_stages(con):
     _dumps(con, {0: [dict(op="all_reduce", seq=1)], 1: [dict(op="all_reduce", seq=1)]})
-    queries.run_all(con)
+    _run(con)
     real = {t: _one(con, f"select column_name, column_type from (describe {t})")
             for t in ("fr_divergence", "fr_divergence_ops", "fr_facts")}
     queries.run(con, "fr_none")
@@ -197,7 +207,7 @@ def test_two_ranks_that_disagree_the_one_the_history_never_saw_is_odd(con):
     steps = [dict(op="all_reduce", seq=s, ins=[[100]]) for s in (1, 2, 3)]
     _dumps(con, {0: steps + [dict(op="all_reduce", seq=4, ins=[[100]], state="started")],
                  1: steps + [dict(op="all_reduce", seq=4, ins=[[101]], state="started")]})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select finding, culprits, seq from fr_divergence") == [("split_tie", [1], 4)]
 
 
@@ -208,14 +218,14 @@ def test_two_ranks_in_another_order_the_one_off_the_programs_order_is_odd(con):
                              dict(op="all_reduce", seq=6, ins=[[8]], state="scheduled")],
                  1: steps + [dict(op="all_reduce", seq=5, ins=[[8]], state="started"),
                              dict(op="all_reduce", seq=6, ins=[[16]], state="scheduled")]})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select finding, culprits, seq from fr_divergence") == [("order_tie", [1], 5)]
 
 
 def test_a_seq_a_rank_skipped_between_two_it_holds_is_missing_there(con):
     rows = lambda skip: [dict(op="all_reduce", seq=s) for s in (1, 2, 3, 4) if s != skip]
     _dumps(con, {0: rows(None), 1: rows(3), 2: rows(None)})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select finding, culprits, seq from fr_divergence") == [("hole", [1], 3)]
 
 
@@ -225,7 +235,7 @@ def test_a_process_wide_count_is_compared_by_order_in_the_group(con):
     r1 = [dict(op="all_reduce", seq=0), dict(op="recv", seq=1), dict(op="all_reduce", seq=2)]
     r2 = [dict(op="all_reduce", seq=0), dict(op="all_reduce", seq=1)]
     _dumps(con, {0: r0, 1: r1, 2: r2})
-    queries.run_all(con)
+    _run(con)
     assert _one(con, "select rank, per_process from fr_numbering order by rank") == [(0, True), (1, True), (2, False)]
     assert _one(con, "select rank, seq, seq_printed from fr_coll order by rank, seq") == [
         (0, 1, "0"), (0, 2, "2"), (1, 1, "0"), (1, 2, "2"), (2, 0, "0"), (2, 1, "1")]
