@@ -18,7 +18,7 @@ from f join fr_group_state g using (gkey);
 
 create or replace temp table fr_divergence as
 select * from fr_divergence_all
-order by priority, size desc, seq, pg, counter, owner nulls first
+order by priority, size desc, seq, pg, counter, owner nulls first, finding, gkey
 limit 1;
 
 -- Per rank at the divergence: the op it issued there; members that never issued it get none.
@@ -54,9 +54,23 @@ qualify row_number() over (order by r.rank) = 1;
 -- What the verdict's summary says of it (correlator/verdict.py: fr_* facts).
 create or replace temp table fr_facts as
 select d.pg as fr_pg, d.counter as fr_counter,
-       coalesce((select any_value(seq_printed) from fr_divergence_ops where seq_printed is not null), cast(d.seq as varchar)) as fr_seq,
+       coalesce((select min(seq_printed) from fr_divergence_ops where seq_printed is not null), cast(d.seq as varchar)) as fr_seq,
        d.owner as fr_owner, d.peer as fr_peer, d.p2p_op as fr_op,
        (select string_agg(distinct op, '/' order by op) from fr_divergence_ops where op is not null) as fr_ops,
        (select in_total from fr_seq s where s.gkey = d.gkey and s.seq = d.seq and d.counter = 'fr_seq') as fr_in_total,
        (select out_total from fr_seq s where s.gkey = d.gkey and s.seq = d.seq and d.counter = 'fr_seq') as fr_out_total
 from fr_divergence d;
+
+-- The dump entries behind it, the culprits' first: each rank's entry at the seq (p2p: the waiting
+-- op), what a verdict from the FR rules cites.
+create or replace temp table fr_evidence as
+with lines as (
+    select c.rank, c.file, c.line from fr_divergence d join fr_coll c on c.gkey = d.gkey and c.seq = d.seq
+    where d.counter = 'fr_seq'
+    union all
+    select o.rank, o.file, o.line from fr_divergence d join fr_p2p_ops o
+      on o.gkey = d.gkey and o.rank = d.owner and o.seq = d.seq
+    where d.counter = 'fr_p2p_seq'
+)
+select l.file, l.line, row_number() over (order by not list_contains(d.culprits, l.rank), l.rank, l.file, l.line) as k
+from lines l, fr_divergence d;

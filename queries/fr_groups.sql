@@ -35,7 +35,7 @@ with e as (
           where c.dump_rank = k.rank and c.pg_name = k.pg_name and list_contains(c.ranks, k.rank)),
         (select min(c.ranks_key) from fr_config c
           where c.pg_name = k.pg_name and list_contains(c.ranks, k.rank)),
-        (select arg_max(c.ranks_key, len(c.ranks)) from fr_config c
+        (select arg_max(c.ranks_key, (len(c.ranks), c.ranks_key)) from fr_config c
           where c.dump_rank = k.rank and (c.pg_name = '' or c.pg_desc = 'default_pg') and list_contains(c.ranks, k.rank)
             and (k.pg_id = 0 or k.pg_desc = 'default_pg'))
     ) as ranks_key

@@ -56,7 +56,7 @@ where p.send_rank is null or p.recv_rank is null;
 -- Each rank's first unmatched op: what it waits in.
 create or replace temp table fr_p2p_waits as
 select * from fr_p2p_unmatched
-qualify row_number() over (partition by owner order by seq, k, gkey) = 1;
+qualify row_number() over (partition by owner order by seq, k, gkey, src, dst) = 1;
 
 -- The findings:
 --   wrong peer: a rank waits on a peer that never talks to it on that channel, while another rank

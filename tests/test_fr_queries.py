@@ -189,7 +189,7 @@ def test_a_group_is_its_name_and_members_not_its_process_local_id(con):
 
 def test_without_dumps_the_fr_outputs_are_there_and_empty(con):
     queries.run_all(con)
-    for table in ("fr_divergence", "fr_divergence_ops", "fr_facts"):
+    for table in ("fr_divergence", "fr_divergence_ops", "fr_facts", "fr_evidence"):
         assert _one(con, f"select count(*) from {table}") == [(0,)]
 
 
@@ -197,7 +197,7 @@ def test_fr_none_gives_the_columns_of_the_fr_stages(con):
     _dumps(con, {0: [dict(op="all_reduce", seq=1)], 1: [dict(op="all_reduce", seq=1)]})
     _run(con)
     real = {t: _one(con, f"select column_name, column_type from (describe {t})")
-            for t in ("fr_divergence", "fr_divergence_ops", "fr_facts")}
+            for t in ("fr_divergence", "fr_divergence_ops", "fr_facts", "fr_evidence")}
     queries.run(con, "fr_none")
     for table, columns in real.items():
         assert _one(con, f"select column_name, column_type from (describe {table})") == columns, table
