@@ -89,8 +89,13 @@ def divergence(con) -> dict | None:
     never = [r for r in members if r not in issued]
     if never:
         out.append({"ranks": never, "op": None})
-    return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out,
-            "seq_printed": _printed(d["counter"], d["seq"]), "ops": _ops(out)}
+    return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out}
+
+
+def _printed_and_ops(d: dict | None) -> None:
+    """Every divergence says its seq as printed and each rank's op (the FR one already does)."""
+    if d is not None and "ops" not in d:
+        d.update(seq_printed=_printed(d["counter"], d["seq"]), ops=_ops(d["groups"]))
 
 
 def _printed(counter: str, seq: int | None) -> str | None:
@@ -102,7 +107,7 @@ def _printed(counter: str, seq: int | None) -> str | None:
 
 def _ops(groups: list[dict]) -> dict:
     """Per rank (as a string, in rank order), the op it issued at the divergence; null: it never issued it."""
-    return {str(r): g["op"] for r, g in sorted((r, g) for g in groups for r in g["ranks"])}
+    return {str(r): op for r, op in sorted(((r, g["op"]) for g in groups for r in g["ranks"]), key=lambda x: x[0])}
 
 
 def fr_divergence(con) -> dict | None:
@@ -257,4 +262,5 @@ def build(con: duckdb.DuckDBPyConnection, verdict: Verdict, job_id: str, log_dir
         "ranks": ranks(con, verdict),
     }
     report["narrative"] = narrative(verdict, report)
+    _printed_and_ops(report["divergence"])
     return report
