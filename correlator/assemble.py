@@ -81,6 +81,8 @@ def first_stalled(con, verdict: Verdict) -> dict | None:
 
 
 def divergence(con) -> dict | None:
+    if fr := fr_divergence(con):   # Flight Recorder's matching (queries/fr_findings.sql) knows more
+        return fr
     d = _rows(con, "select * from divergence")
     if not d:
         return None
@@ -96,8 +98,37 @@ def divergence(con) -> dict | None:
     never = [r for r in members if r not in issued]
     if never:
         out.append({"ranks": never, "op": None})
-    return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out,
+    return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out, "ops": _ops(out),
             "seq_printed": seq_printed(d["counter"], d["seq"]), "seq_label": seq_label(d["counter"], d["seq"])}
+
+
+def _ops(groups: list[dict]) -> dict:
+    """Per rank (as a string, in rank order), the op it issued at the divergence; null: it never issued it."""
+    return {str(r): op for r, op in sorted(((r, g["op"]) for g in groups for r in g["ranks"]), key=lambda x: x[0])}
+
+
+def fr_divergence(con) -> dict | None:
+    """The first divergence of the Flight Recorder dumps, with each rank's op there."""
+    d = _rows(con, "select pg, counter, seq, finding from fr_divergence")
+    if not d or d[0]["finding"] == "timed_out":   # every rank in the same op: nobody disagrees
+        return None
+    d = d[0]
+    rows = _rows(con, "select rank, op, numel, dtype, state, sig, seq_printed from fr_divergence_ops order by rank")
+    groups: dict = {}
+    for r in rows:
+        key = (r["op"] is None, r["op"], r["sig"])
+        groups.setdefault(key, []).append(r)
+    out = []
+    for (never, op, _), members in sorted(groups.items(), key=lambda kv: (kv[0][0], -len(kv[1]), kv[1][0]["rank"])):
+        g = {"ranks": [m["rank"] for m in members], "op": op}
+        if not never:
+            numels = {m["numel"] for m in members}
+            g.update(numel=int(numels.pop()) if len(numels) == 1 and None not in numels else None,
+                     dtype=members[0]["dtype"], state=members[0]["state"])
+        out.append(g)
+    printed = next((r["seq_printed"] for r in rows if r["seq_printed"] is not None), str(d["seq"]))
+    return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out, "seq_printed": printed,
+            "seq_label": seq_label(d["counter"], d["seq"], printed), "ops": _ops(out), "finding": d["finding"]}
 
 
 def collateral(con, culprits: list[int]) -> list[dict]:

@@ -8,9 +8,10 @@ COUNTER_LABELS = {"pg_seq": "SeqNum={}", "detail_seq": "SequenceNumber={}", "fr_
                   "progress_step": "step {}"}
 
 
-def seq_label(counter: str | None, seq: int | None) -> str | None:
-    """`SeqNum=15`, `SequenceNumber=11`, `opCount 4ebf`: the counter as the log writes it."""
-    printed = seq_printed(counter, seq)
+def seq_label(counter: str | None, seq: int | None, printed: str | None = None) -> str | None:
+    """`SeqNum=15`, `SequenceNumber=11`, `opCount 4ebf`: the counter as the log writes it
+    (`printed`: as a dump states it, where it is not the number itself)."""
+    printed = printed if printed is not None else seq_printed(counter, seq)
     return None if printed is None else COUNTER_LABELS.get(counter, "#{}").format(printed)
 
 

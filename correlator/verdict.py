@@ -95,6 +95,7 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "error_lines": _one(con, "select count(*) from error_lines"),
     }
     f["norm_note"] = _difference(_one(con, "select any_value(value) from mismatch_minority"), f["norm"])
+    f.update(fr_facts(con))
     return f
 
 
@@ -121,6 +122,16 @@ def _difference(value: str | None, norm: str | None) -> str:
     if not differ or not (set(mine) & set(theirs)):   # not fingerprints (a DDP parameter count)
         return f"{value} where the others have {norm}"
     return "; ".join(f"{k}={mine.get(k, '(none)')} where the others have {k}={theirs.get(k, '(none)')}" for k in differ)
+
+
+def fr_facts(con: duckdb.DuckDBPyConnection) -> dict:
+    """The Flight Recorder divergence's facts (queries/fr_findings.sql: fr_facts), named fr_*."""
+    try:
+        cur = con.execute("select * from fr_facts")
+    except duckdb.CatalogException:   # the FR stages did not run (a partial pipeline)
+        return {}
+    row = cur.fetchone()
+    return dict(zip((d[0] for d in cur.description), row)) if row else {}
 
 
 def _missing_facts(f: dict) -> list[str]:

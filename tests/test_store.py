@@ -145,7 +145,7 @@ def test_store_tables_match_the_arrow_schemas(db, tmp_path):
     """Guards against editing tables.py without a migration."""
     duck_type = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE",
                  pa.timestamp("us", tz="UTC"): "TIMESTAMP WITH TIME ZONE",
-                 pa.list_(pa.string()): "VARCHAR[]"}
+                 pa.list_(pa.string()): "VARCHAR[]", pa.bool_(): "BOOLEAN", pa.list_(pa.int64()): "BIGINT[]"}
     store.ingest(make_analysis(tmp_path / "a", "1"), db)
     for name in TABLES:
         _, rows = store.query(db, f"describe {name}")
