@@ -324,14 +324,22 @@ def ingest(analysis: AnalysisLike, db_path: Path | None = None, *, timeout: floa
 
 def query(db_path: Path | None, sql: str, write: bool = False, *, timeout: float | None = None) -> tuple[list[str], list[tuple]]:
     """Run `sql` (the last statement's result is returned); read-only unless `write`."""
+    if not _has_statement(sql):
+        raise StoreError("empty query: give a SQL statement, e.g. correlator sql \"select * from incidents\"")
     with _open(db_path, write=write, timeout=timeout) as con:
         try:
             cursor = con.execute(sql)
         except duckdb.Error as error:
             raise StoreError(first_line(error)) from None
-        if cursor.description is None:
+        if cursor is None or cursor.description is None:
             return [], []
         return [column[0] for column in cursor.description], cursor.fetchall()
+
+
+def _has_statement(sql: str) -> bool:
+    """Whether `sql` holds anything but blanks, `;` and comments (DuckDB returns no cursor for those)."""
+    text = re.sub(r"--[^\n]*|/\*.*?(\*/|$)", " ", sql, flags=re.S)
+    return bool(text.replace(";", " ").strip())
 
 
 HISTORY_COLUMNS = (
@@ -368,7 +376,12 @@ def load_report(db_path: Path | None, job_id_or_key: str, *, timeout: float | No
 
 def _claim_export_dir(out_dir: Path) -> None:
     """Accept a new/empty directory or a previous export (replaced table by table); refuse anything else."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise StoreError(f"{out_dir} is a file, not a directory; choose an empty directory")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreError(f"cannot create {out_dir}: {error.strerror or first_line(error)}") from None
     marker = out_dir / EXPORT_MARKER
     if marker.exists():
         for name in ("incidents", *TABLES):

@@ -6,6 +6,7 @@ like "[bold red]x[/]" prints literally; escape sequences were already stripped b
 from __future__ import annotations
 
 import io
+import os
 
 from rich import box
 from rich.console import Console, Group
@@ -19,10 +20,20 @@ KIND_STYLE = {"healthy": "bold green", "straggler": "bold yellow", "unknown": "b
 CONFIDENCE_STYLE = {"high": "green", "medium": "yellow", "low": "red"}
 
 
+def color_system(color: bool) -> str | None:
+    """rich's colour system for `color`: as many colours as the terminal says it has (COLORTERM,
+    TERM), `standard` where it says nothing or is dumb but colour was asked for all the same."""
+    if not color:
+        return None
+    if os.environ.get("COLORTERM", "") in ("truecolor", "24bit"):
+        return "truecolor"
+    return "256" if "256" in os.environ.get("TERM", "") else "standard"
+
+
 def render(view: View, *, color: bool, width: int) -> str:
     buffer = io.StringIO()
     console = Console(
-        file=buffer, width=width, color_system="truecolor" if color else None, force_terminal=color,
+        file=buffer, width=width, color_system=color_system(color), force_terminal=color,
         no_color=not color, highlight=False, emoji=False, markup=False, legacy_windows=False,
     )
     console.print(_verdict_panel(view))
