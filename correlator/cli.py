@@ -63,6 +63,8 @@ def analyze(
     full: bool = typer.Option(False, "--full", help="Type every line, not only the last "
                               f"{WINDOW} of lines that repeat: NCCL COLL lines per process and communicator, "
                               "progress steps per rank (slower on big logs)."),
+    one_job: bool = typer.Option(False, "--one-job", help="Read the inputs as one job even where their names "
+                                 "say several (Slurm job ids, torchrun runs in different directories)."),
 ) -> None:
     """Analyse a job: verdict, evidence, aligned timeline, fix.
 
@@ -71,6 +73,7 @@ def analyze(
     correlator analyze rank3.log console.txt; pbpaste | correlator analyze -
     """
     fmt = report_format(format, out)
+    _refuse_several_jobs(inputs, one_job)
     bar, on_file = _progress(quiet)
     try:
         # The store keeps every line typed, as `ingest` does.
@@ -171,6 +174,7 @@ def timeline(
     window: float = typer.Option(30.0, "--window", "-w", help="Seconds either side of --around."),
     everything: bool = typer.Option(False, "--all", "-a", help="Every event, also unrecognised lines and frames; of NCCL COLL lines the last per stream and communicator (all are in the collectives table)."),
     limit: int = typer.Option(500, "--limit", "-n", help="At most this many lines (0: all); the rest is counted on stderr."),
+    one_job: bool = typer.Option(False, "--one-job", help="Read the inputs as one job even where they look like several."),
 ) -> None:
     """The merged, clock-aligned timeline of every source, rank-aware.
 
@@ -179,6 +183,7 @@ def timeline(
     from .assemble import iso
     from .report.sanitize import clean
     from .timeline import TimelineQuery, no_match_note, select
+    _refuse_several_jobs(inputs, one_job)
     query = TimelineQuery(rank or [], around, window, everything, limit)
     try:
         rows, total, spans = select(inputs, query)
@@ -193,6 +198,16 @@ def timeline(
         typer.echo(no_match_note(query, spans), err=True)
     elif total > len(rows):
         typer.echo(f"+{total - len(rows)} more events (--limit 0 shows all)", err=True)
+
+
+def _refuse_several_jobs(inputs: list[str], one_job: bool) -> None:
+    """Several jobs in one input are refused with one line naming them (see correlator/jobs.py)."""
+    if one_job:
+        return
+    from .jobs import find_jobs, refusal
+    found = find_jobs(inputs)
+    if len(found) > 1:
+        raise _fail(refusal(inputs, found))
 
 
 def _register_store() -> None:

@@ -117,22 +117,47 @@ def _ingest_one(analyze_job: Callable[[Path], Any], job_dir: Path, db: Optional[
     return True
 
 
+def _jobs_of(job_dir: Path, one_job: bool) -> list[Path] | None:
+    """The jobs to ingest for one argument: itself, or each job of a tree that holds several
+    (correlator/jobs.py); None (after one line on stderr) when its jobs cannot be told apart by directory."""
+    if one_job:
+        return [job_dir]
+    from correlator.jobs import find_jobs, refusal, separable
+    found = find_jobs(job_dir)
+    if len(found) <= 1:
+        return [job_dir]
+    if separable(found):
+        typer.echo(f"{job_dir}: {len(found)} jobs, each stored on its own", err=True)
+        return [job.where for job in found]
+    typer.echo(f"error: {refusal(job_dir, found)}", err=True)
+    return None
+
+
 def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
     """Add the history commands to `app`; `analyze_job(path)` returns the pipeline's Analysis."""
 
     @app.command()
     def ingest(
-        job_dirs: list[Path] = typer.Argument(..., help="Jobs to analyse and store: each a log directory, an archive or a log file."),
+        job_dirs: list[Path] = typer.Argument(..., help="Jobs to analyse and store: each a log directory, an archive "
+                                                        "or a log file; a tree of several jobs stores each of them."),
         db: Optional[Path] = DbOption,
+        one_job: bool = typer.Option(False, "--one-job", help="Store each argument as one job even where its names "
+                                     "say several."),
     ) -> None:
         """Analyse jobs and store them in the history; re-ingesting a directory replaces it.
 
-        Example: correlator ingest /shared/logs/job-8812 /shared/logs/job-8813 --db ~/history.duckdb
+        Examples: correlator ingest /shared/logs/job-8812 /shared/logs/job-8813 --db ~/history.duckdb;
+        correlator ingest samples (each of the 46 jobs under it)
         """
         # Keep going past a bad directory so one unreadable job does not block the others.
         failed = False
         for job_dir in job_dirs:
-            failed |= not _ingest_one(analyze_job, job_dir, db)
+            jobs = _jobs_of(job_dir, one_job)
+            if jobs is None:
+                failed = True
+                continue
+            for job in jobs:
+                failed |= not _ingest_one(analyze_job, job, db)
         if failed:
             raise typer.Exit(2)
 
