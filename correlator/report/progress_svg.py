@@ -145,8 +145,8 @@ def _data_panel(waits: dict[int, list[tuple[float, float]]], culprits: set[int],
     def y(seconds: float) -> float:
         return top + DATA_HEIGHT - seconds / peak * DATA_HEIGHT
 
-    parts = [f"<text x='{LEFT}' y='{top - 10}' class='t-caption'>seconds in data loading per step (the progress lines' "
-             "data_time): where every rank ends a step together, the rank the others wait for is here</text>"]
+    parts = [f"<text x='{LEFT}' y='{top - 10}' class='t-caption'>seconds in data loading per step (data_time): "
+             "in a synchronous job the rank the others wait for shows here</text>"]
     for tick in _ticks(first, last):
         parts.append(f"<line x1='{x(tick):.1f}' y1='{top}' x2='{x(tick):.1f}' y2='{top + DATA_HEIGHT}' class='t-grid'/>")
     for value in (0.0, peak):
