@@ -81,7 +81,7 @@ def _anchors(root: Path) -> list[_Anchor]:
             subdirs[:] = []  # its rank directories say nothing more about the job
             match = RUN_DIR.match(here.name)
             rdzv = match["rdzv"] if match else here.name
-            where = _climb(here.parent, root)
+            where = _climb(here.parent, root) if here != root else root  # given the run directory itself
             key = f"rdzv:{rdzv}" if rdzv != DEFAULT_RDZV else f"place:{where}"
             label = f"torchrun run {rdzv}" if rdzv != DEFAULT_RDZV else "torchrun run"
             found.append(_Anchor(key, "torchrun", label, where, str(here.relative_to(root.parent))))

@@ -65,6 +65,11 @@ def test_one_jobs_layouts_are_one_job(layout, tmp_path):
     assert len(find_jobs(touch(tmp_path, *layout))) <= 1, find_jobs(tmp_path)
 
 
+def test_a_run_directory_given_itself_is_one_job_where_it_was_given():
+    run = next((SAMPLES / "tr-stalled_rank-4" / "logs" / "torchrun").iterdir())
+    assert [j.where for j in find_jobs(run)] == [run]
+
+
 def test_two_slurm_jobs_in_one_directory_are_named_but_not_separable(tmp_path):
     touch(tmp_path, "slurm-41.out", "slurm-42.out", "sacct.txt")
     jobs = find_jobs(tmp_path)
