@@ -26,9 +26,13 @@ class Table:
     omitted: int = 0
     omitted_noun: str = "rows"
     code_columns: frozenset[int] = frozenset()  # file:line and commands: shown as code
+    below: frozenset[int] = frozenset()  # long text a narrow terminal shows under its row, not in a column
+    more_text: str = ""  # says what was left out when a count alone would not (earlier and later events)
 
     @property
     def more_line(self) -> str:
+        if self.more_text:
+            return self.more_text
         return f"+{self.omitted} more {self.omitted_noun}" if self.omitted else ""
 
 
@@ -65,14 +69,18 @@ class View:
 
 def build(report: dict, max_rows: int = 20) -> View:
     job = report.get("job") or {}
+    narrative = [clean_line(s) for s in _list(report, "narrative")]
+    if len(narrative) > max_rows:
+        narrative = narrative[:max_rows] + [f"+{len(narrative) - max_rows} more"]
     sections = [
-        Section("What happened", paragraphs=[clean_line(s) for s in _list(report, "narrative")[:max_rows]]),
+        Section("What happened", paragraphs=narrative),
         _job_section(job, max_rows),
         _process_groups_section(report, max_rows),
         _divergence_section(report, max_rows),
         _rank_states_section(report, max_rows),
         _collateral_section(report, max_rows),
         _evidence_section(report, max_rows),
+        timeline_section(report),
         _clock_section(report, max_rows),
     ]
     remedies = [
@@ -266,7 +274,7 @@ def _collateral_section(report: dict, max_rows: int) -> Section:
         first = min((i.get("time") or "" for i in items), default="")
         detail = next((clean_line(i.get("text"), DETAIL_LIMIT) for i in items if i.get("text")), "")
         rows.append([kind, compress(ranks, RANGES_LIMIT) or UNKNOWN, str(len(items)), where, clean_line(first) or UNKNOWN, detail])
-    table = _table(["kind", "ranks", "count", "at", "first time", "detail"], rows, max_rows, "kinds")
+    table = _table(["kind", "ranks", "count", "at", "first time", "detail"], rows, max_rows, "kinds", below=(5,))
     return Section("Collateral (consequences, not causes)", tables=[("", table)] if rows else [])
 
 
@@ -275,8 +283,51 @@ def _evidence_section(report: dict, max_rows: int) -> Section:
         [location(item), _value(item.get("rank")), clean_line(item.get("text"), CELL_LIMIT)]
         for item in _list(report, "evidence")
     ]
-    table = _table(["file:line", "rank", "text"], rows, max_rows, "evidence lines", code=(0,))
+    table = _table(["file:line", "rank", "text"], rows, max_rows, "evidence lines", code=(0,), below=(2,))
     return Section("Evidence", tables=[("", table)] if rows else [])
+
+
+TIMELINE_BEFORE, TIMELINE_AFTER = 4, 8  # events shown before and from the failure moment
+
+
+def failure_moment(report: dict) -> tuple[str | None, str]:
+    """When the failure showed, as an ISO time, and in words: the first rank's stop, else the
+    first evidence line's event; (None, "") for a run that did not fail (its end is shown)."""
+    stalled = report.get("first_stalled") or {}
+    if stalled.get("last_seen"):
+        return str(stalled["last_seen"]), f"rank {clean_line(stalled.get('rank'))} stopped at {clean_line(stalled['last_seen'])}"
+    times = {(e.get("file"), e.get("line")): e.get("time") for e in _list(report, "timeline") if e.get("time")}
+    for item in _list(report, "evidence"):
+        when = times.get((item.get("file"), item.get("line")))
+        if when:
+            return str(when), f"the first evidence line, {location(item)}, at {clean_line(when)}"
+    return None, ""
+
+
+def timeline_section(report: dict, before: int = TIMELINE_BEFORE, after: int = TIMELINE_AFTER) -> Section:
+    """The few events around the failure (the report's timeline holds its last events; `correlator
+    timeline` every one): a person sees what happened next without reading the whole timeline."""
+    events = [e for e in _list(report, "timeline") if e.get("time")]
+    if not events:
+        return Section("Timeline")
+    moment, said = failure_moment(report)
+    if moment is None or (report.get("verdict") or {}).get("kind") in ("healthy", "straggler"):
+        start = max(0, len(events) - before - after)
+        caption = f"the last {len(events) - start} events"
+    else:
+        centre = next((i for i, e in enumerate(events) if str(e["time"]) >= moment), len(events) - 1)
+        start = max(0, min(centre - before, len(events) - before - after))
+        caption = f"around the failure ({said})"
+    shown = events[start:start + before + after]
+    rows = [[clean_line(e.get("time")), _value(e.get("rank")), clean_line(e.get("kind")) or UNKNOWN, location(e),
+             clean_line(e.get("text"), DETAIL_LIMIT)] for e in shown]
+    earlier, later = start, len(events) - start - len(shown)
+    parts = [f"+{n} {word} event{'s' if n != 1 else ''}" for n, word in ((earlier, "earlier"), (later, "later")) if n]
+    held = f"{', '.join(parts)} in this report" if parts else ""
+    more = "; ".join(p for p in (held, "correlator timeline JOB_DIR shows every event") if p)
+    table = Table(["time", "rank", "kind", "file:line", "text"], rows, earlier + later, "events", frozenset({3}),
+                  below=frozenset({3, 4}), more_text=more)
+    return Section("Timeline", tables=[(caption, table)])
 
 
 def _clock_section(report: dict, max_rows: int) -> Section:
@@ -296,8 +347,9 @@ def location(item: dict) -> str:
     return f"{path}:{item['line']}" if item.get("line") is not None else path
 
 
-def _table(columns: list[str], rows: list[list[str]], max_rows: int, noun: str, code: tuple[int, ...] = ()) -> Table:
-    return Table(columns, rows[:max_rows], max(0, len(rows) - max_rows), noun, frozenset(code))
+def _table(columns: list[str], rows: list[list[str]], max_rows: int, noun: str, code: tuple[int, ...] = (),
+           below: tuple[int, ...] = ()) -> Table:
+    return Table(columns, rows[:max_rows], max(0, len(rows) - max_rows), noun, frozenset(code), frozenset(below))
 
 
 def _capped_join(values: list, limit: int) -> str:
