@@ -26,8 +26,9 @@ _CONTROL = (
 )
 
 # How each timestamp format is read; see parse_ts.
-TS_PRECISION = {"c10": "s", "torchlog": "ms", "iso": "ms", "iso_s": "s", "rfc3339": "us", "epoch": "s"}
-TS_INFERRED = {"c10": "year,zone", "torchlog": "year,zone", "iso": "zone", "iso_s": "zone", "rfc3339": None, "epoch": None}
+TS_PRECISION = {"c10": "s", "torchlog": "ms", "iso": "ms", "iso_s": "s", "rfc3339": "us", "epoch": "s", "ctime": "s"}
+TS_INFERRED = {"c10": "year,zone", "torchlog": "year,zone", "iso": "zone", "iso_s": "zone", "rfc3339": None, "epoch": None,
+               "ctime": "zone"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ def parse_ts(raw: pl.Expr, fmt: str) -> pl.Expr:
         return norm.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_zone="UTC").cast(utc)
     if fmt == "rfc3339":
         return raw.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%#z", strict=False, time_zone="UTC").cast(utc)
+    if fmt == "ctime":   # `Tue Oct 16 08:53:15 2018` (day of month space-padded)
+        return raw.str.replace("  ", " ", literal=True).str.to_datetime(
+            "%a %b %d %H:%M:%S %Y", strict=False, time_zone="UTC").cast(utc)
     if fmt == "epoch":
         return pl.from_epoch(raw.str.to_integer(strict=False), time_unit="s").dt.replace_time_zone("UTC").cast(utc)
     raise ValueError(f"unknown ts_format {fmt!r}")

@@ -36,6 +36,7 @@ STAGES = (
     ("mismatch_rows", {}),
     ("world", {}),
     ("error_lines", {}),
+    ("horovod_stalls", {}),
     # Flight Recorder dumps matched across ranks; fr_canonical rewrites their `collectives` rows
     # so that the queries below read them with FR's semantics.
     ("fr_groups", {}),

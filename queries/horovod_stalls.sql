@@ -1,0 +1,36 @@
+-- Horovod's stall inspector (parsers/formats/horovod.toml) as the runtime's own word. Its
+-- `Stalled ranks:` list names each rank that has not submitted tensors others did, with them:
+-- when only some ranks are listed, they are the ones the others wait for (a desync row, like
+-- PyTorch's `didn't join`); when nearly every rank is listed, split by what each misses, the
+-- ranks submitted different tensors at one point: their lists are votes, the odd ones out differ
+-- (a mismatches row each). Older releases name the ready ranks of each stalled op instead: the
+-- ranks of the job not among them are the ones waited for.
+create or replace temp table horovod_listed as
+select file, line, coalesce(try_cast(nullif(regexp_extract(text, '^(\d+):', 1), '') as bigint), rank) as rank,
+       regexp_extract(text, '\[([^\]]*)\]', 1) as tensors, ts
+from events where kind = 'horovod_stalled_rank';
+
+-- The job's size as far as the report shows it: the ranks seen, or more when it names a higher one.
+create or replace temp table horovod_size as
+select greatest((select count(*) from world), (select coalesce(max(rank), -1) + 1 from horovod_listed)) as n;
+
+insert into desync (file, line, ranks, verdict, ts)
+select min(file), min(line), string_agg(distinct cast(rank as varchar), ', '), 'not_joined', min(ts)
+from horovod_listed
+having count(*) > 0 and count(distinct rank) * 2 < (select n from horovod_size);
+
+insert into mismatches (file, line, what, rank_a, fp_a, ts)
+select min(file), min(line), 'horovod_tensors', rank, any_value(tensors), min(ts)
+from horovod_listed
+where (select count(distinct rank) from horovod_listed) * 2 >= (select n from horovod_size)
+group by rank;
+
+insert into desync (file, line, ranks, verdict, ts)
+select s.file, s.line, string_agg(distinct cast(w.rank as varchar), ', '), 'not_joined', any_value(s.ts)
+from (
+    select file, line, ts, list_transform(regexp_extract_all(op, '\d+'), lambda x: cast(x as bigint)) as ready
+    from (select file, line, ts, unnest(regexp_extract_all(text, '\[ready ranks: ([\d, ]+)\]', 1)) as op
+          from events where kind = 'horovod_stall_warning')
+) s, world w
+where not list_contains(s.ready, w.rank)
+group by s.file, s.line;
