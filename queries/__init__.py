@@ -32,6 +32,7 @@ STAGES = (
     ("identity", {}),
     ("task_is_rank", {}),
     *(("apply_identity", {"table": t}) for t in ("events", "progress", "exits", "collectives", "pg_status", "desync", "mismatches")),
+    ("relayed_errors", {}),
     *(("pg_rank_is_global", {"table": t}) for t in ("collectives", "pg_status")),
     ("mismatch_rows", {}),
     ("world", {}),

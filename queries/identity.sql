@@ -34,8 +34,13 @@ where rank is not null and local_rank is not null
   and (select count(distinct host) from processes where host is not null) <= 1
 group by local_rank having count(distinct rank) = 1;
 
+-- Not a launcher's console: a file that holds torchrun's agent lines or names several ranks'
+-- exits mixes the output of many processes, even where only one of them says its rank.
 create or replace temp table rank_by_file as
 select file, min(rank) as rank from (
     select file, rank from events where rank is not null
     union all select file, rank from processes where rank is not null
-) group by file having count(distinct rank) = 1;
+) f
+where file not in (select file from events where source = 'torchelastic')
+  and file not in (select file from exits where rank is not null group by file having count(distinct rank) > 1)
+group by file having count(distinct rank) = 1;
