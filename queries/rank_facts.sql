@@ -5,7 +5,7 @@
 create or replace temp view rank_events as
 select e.*, case
     when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error') then 'own'
-    when kind in ('nccl_remote_error', 'peer_failure_exception', 'gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed',
+    when kind in ('init_error', 'nccl_remote_error', 'peer_failure_exception', 'gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed',
                   'nccl_net_error', 'watchdog_abort', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',
                   'dump_signal', 'terminate_called', 'monitored_barrier_failed',
                   'monitored_barrier_peer_error', 'desync_lagging_never_joined', 'desync_lagging_unfinished',
