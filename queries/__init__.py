@@ -35,6 +35,7 @@ STAGES = (
     ("relayed_errors", {}),
     *(("pg_rank_is_global", {"table": t}) for t in ("collectives", "pg_status")),
     ("mismatch_rows", {}),
+    ("nccl_ras", {}),
     ("world", {}),
     ("error_lines", {}),
     ("horovod_stalls", {}),

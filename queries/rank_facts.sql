@@ -15,7 +15,8 @@ from events e where rank is not null;
 
 create or replace temp table rank_exits as
 select rank,
-       bool_or(signal = 9 or reason ilike '%out of memory%' or reason ilike '%oom%') as killed_hard,
+       -- a kill, or a death the runtime saw without a word from the process (NCCL RAS: dead)
+       bool_or(signal = 9 or reason ilike '%out of memory%' or reason ilike '%oom%' or reason = 'process_dead') as killed_hard,
        bool_or(signal in (11, 7, 4, 8)) as crashed_signal,
        bool_or(reason = 'agent_sigterm' or signal = 15) as terminated,
        bool_or(exit_code = 0 and signal is null) as exited_zero,
