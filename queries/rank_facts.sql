@@ -4,7 +4,7 @@
 -- A view: its readers take a few columns of it; a table copied every event's text (1 GB: 0.1 s).
 create or replace temp view rank_events as
 select e.*, case
-    when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error') then 'own'
+    when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'sglang_scheduler_exception') then 'own'
     when kind in ('init_error', 'nccl_remote_error', 'peer_failure_exception', 'gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed',
                   'nccl_net_error', 'watchdog_abort', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',
                   'dump_signal', 'terminate_called', 'monitored_barrier_failed',
@@ -16,7 +16,7 @@ from events e where rank is not null;
 create or replace temp table rank_exits as
 select rank,
        -- a kill, or a death the runtime saw without a word from the process (NCCL RAS: dead)
-       bool_or(signal = 9 or reason ilike '%out of memory%' or reason ilike '%oom%' or reason = 'process_dead') as killed_hard,
+       bool_or(signal = 9 or reason ilike '%out of memory%' or reason ilike '%oom%' or reason in ('process_dead', 'worker_died')) as killed_hard,
        bool_or(signal in (11, 7, 4, 8)) as crashed_signal,
        bool_or(reason = 'agent_sigterm' or signal = 15) as terminated,
        bool_or(exit_code = 0 and signal is null) as exited_zero,
