@@ -3,7 +3,9 @@
 -- PyTorch's counters may say one seq twice per rank (DETAIL and the watchdog), one of them
 -- without op: one row per rank first. NCCL's COLL rows (millions) are whole and said once per
 -- rank (a tee'd copy is the same row), so they are grouped directly: grouping by (seq, rank)
--- first would cost seconds on a 1 GB log.
+-- first would cost seconds on a 1 GB log. NCCL's point-to-point Send/Recv lines are left out: one
+-- grouped call (an all_to_all, a pipeline stage) logs many of them under one opCount, each to its
+-- own peer with its own count, so they differ between ranks by design.
 -- A rank that wrote lines of its own (beyond NCCL's start-up chatter) but no counter was alive
 -- and not in the collective, and so
 -- is one the runtime names as never having joined it (desync report, monitored barrier, the FR
@@ -27,7 +29,8 @@ from issued group by pg, counter, seq, op, numel, dtype
 union all
 select pg, counter, seq, op, numel, dtype, ranks, len(ranks) as n from (
     select pg, counter, seq, op, numel_in as numel, dtype, list_sort(list_distinct(list(rank))) as ranks
-    from seq_rows where counter = 'nccl_opcount' group by pg, counter, seq, op, numel_in, dtype);
+    from seq_rows where counter = 'nccl_opcount' and op not in ('SEND', 'RECV')
+    group by pg, counter, seq, op, numel_in, dtype);
 
 create or replace temp table divergence_all as
 with split as (  -- seqs where ranks issued different things
