@@ -2,7 +2,7 @@
 with the expectation written from the thread's evidence before the product saw it. Every case
 must be right but those in KNOWN_WRONG (each with why), which must stay under 10% of the corpus;
 none may crash, none that fails may be called healthy, no healthy one may raise an alarm.
-The goal is at most 10% known wrong; KNOWN_WRONG_CEILING ratchets down to it as cases are fixed."""
+At most 10% may be known wrong, and KNOWN_WRONG_CEILING only goes down as cases are fixed."""
 import tomllib
 from pathlib import Path
 
@@ -12,7 +12,7 @@ from correlator.pipeline import analyze
 from realworld_check import ROOT, cases, expectation, false_alarm, false_healthy, problems, thread
 
 CASES = cases()
-KNOWN_WRONG_CEILING = 8   # the goal: 0.10 * len(CASES)
+KNOWN_WRONG_CEILING = 8
 KNOWN_WRONG = tomllib.loads((ROOT / "known_wrong.toml").read_text()) if (ROOT / "known_wrong.toml").exists() else {}
 
 
@@ -35,6 +35,7 @@ def test_the_corpus_is_broad_and_mostly_right():
     assert len({expectation(c)["family"] for c in CASES}) >= 20
     assert set(KNOWN_WRONG) <= {c.name for c in CASES}
     assert len(KNOWN_WRONG) <= KNOWN_WRONG_CEILING
+    assert len(KNOWN_WRONG) <= 0.10 * len(CASES), "the goal: at least 90% right"
 
 
 def test_every_case_names_its_thread():
