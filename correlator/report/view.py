@@ -48,6 +48,7 @@ class Section:
 class Remedy:
     action: str
     verify: str
+    expect: str = ""  # what the command shows when the fix worked
 
 
 @dataclass
@@ -85,7 +86,7 @@ def build(report: dict, max_rows: int = 20) -> View:
         _clock_section(report, max_rows),
     ]
     remedies = [
-        Remedy(clean_line(item.get("action")), clean(item.get("verify")).strip())
+        Remedy(clean_line(item.get("action")), clean(item.get("verify")).strip(), clean_line(item.get("expect")))
         for item in _list(report, "remediation")
     ]
     return View(
