@@ -11,8 +11,8 @@ from pathlib import Path
 import duckdb
 
 from .report.ranges import compress
-from .counters import difference, dtype_name, printed_fields, seq_label, seq_printed
-from .verdict import Verdict, evidence, evidence_and_causes, remediation
+from .counters import difference, dtype_name, printed_fields, printed_label, seq_label, seq_printed
+from .verdict import Verdict, evidence, evidence_and_causes, line_text, remediation
 
 SCHEMA_VERSION = 1
 TIMELINE_ROWS = 200
@@ -70,7 +70,7 @@ def first_stalled(con, verdict: Verdict) -> dict | None:
         r = row[0]
         return {"rank": r["rank"], "host": r["any_host"], "pg": r["pg"], "counter": r["counter"],
                 "last_seq": r["last_seq"], "last_op": r["last_op"], "last_seen": iso(r["seen"]),
-                "last_seq_label": seq_label(r["counter"], r["last_seq"])}
+                "last_seq_label": printed_label(r["counter"], r["last_seq"], line_text(con, r["file"], r["line"]))}
     if verdict.kind not in ("rank_stalled", "rank_crashed", "rank_exited_early", "missing_collective") or not verdict.culprit_ranks:
         return None
     # No sequence numbers: the culprit's last progress step stands for how far it got.
@@ -78,9 +78,11 @@ def first_stalled(con, verdict: Verdict) -> dict | None:
     if not rows:  # a culprit the runtime named whose own lines are not in the logs
         return None
     r = rows[0]
+    step = con.execute("""select file, line from progress where rank = ? and step = ?
+                          order by ts desc nulls last, file, line limit 1""", [r["rank"], r["last_step"]]).fetchall()
     return {"rank": r["rank"], "host": r["host"], "pg": None, "counter": "progress_step",
             "last_seq": r["last_step"], "last_op": None, "last_seen": iso(r["last_step_at"] or r["last_seen"]),
-            "last_seq_label": seq_label("progress_step", r["last_step"])}
+            "last_seq_label": printed_label("progress_step", r["last_step"], line_text(con, *step[0]) if step else None)}
 
 
 def divergence(con, culprits=()) -> dict | None:
@@ -130,8 +132,13 @@ def _divergence(con) -> dict | None:
     never = [r for r in members if r not in issued]
     if never:
         out.append({"ranks": never, "op": None})
+    try:   # as the first line at the divergence prints it (queries/evidence.sql)
+        first = con.execute("select file, line from evidence_divergence_rows order by rank, file, line limit 1").fetchall()
+    except duckdb.CatalogException:
+        first = []
+    label = printed_label(d["counter"], d["seq"], line_text(con, *first[0]) if first else None)
     return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out, "ops": _ops(out),
-            "seq_printed": seq_printed(d["counter"], d["seq"]), "seq_label": seq_label(d["counter"], d["seq"])}
+            "seq_printed": seq_printed(d["counter"], d["seq"]), "seq_label": label}
 
 
 def _ops(groups: list[dict]) -> dict:
@@ -177,7 +184,7 @@ def collateral(con, culprits: list[int], causes: set[tuple] = frozenset()) -> li
                          order by c.time nulls last, c.rank, c.file, c.line limit ?""",
                  [culprits or [-1], [f for f, _ in causes] or [""], [l for _, l in causes] or [-1], COLLATERAL_ROWS])
     return [{"rank": r["rank"], "kind": r["kind"], "pg": r["pg"], "seq": r["seq"], "counter": r["counter"],
-             "seq_label": seq_label(r["counter"], r["seq"]), "time": iso(r["time"]),
+             "seq_label": printed_label(r["counter"], r["seq"], r["text"]), "time": iso(r["time"]),
              "file": r["file"], "line": r["line"], "text": r["text"]} for r in rows]
 
 
@@ -223,20 +230,28 @@ def clock(con) -> dict:
                       "to the reference host; local times without zone taken as UTC"}
 
 
-def process_groups(con) -> list[dict]:
+def _last_seq_texts(con) -> dict:
+    """The text of each rank's last collective line (last_seq's file and line), one join."""
+    return {(f, l): t for f, l, t in con.execute(
+        """select l.file, l.line, min(e.text) from last_seq l join events e using (file, line) group by l.file, l.line""").fetchall()}
+
+
+def process_groups(con, texts: dict | None = None) -> list[dict]:
+    texts = _last_seq_texts(con) if texts is None else texts
     out = []
     for pg, counter, size in con.execute(
             "select pg, counter, count(*) from last_seq group by pg, counter order by pg, counter").fetchall():
-        rows = _rows(con, "select last_seq as seq, last_op as op, list(rank order by rank) as ranks from last_seq "
+        rows = _rows(con, "select last_seq as seq, last_op as op, list(rank order by rank) as ranks, "
+                          "arg_min(file, rank) as file, arg_min(line, rank) as line from last_seq "
                           "where pg = ? and counter = ? group by last_seq, last_op order by last_seq, last_op nulls last",
                      [pg, counter])
-        for row in rows:
-            row["label"] = seq_label(counter, row["seq"])
+        for row in rows:   # as its lowest rank's line prints it
+            row["label"] = printed_label(counter, row["seq"], texts.get((row.pop("file"), row.pop("line"))))
         out.append({"pg": pg, "counter": counter, "size": size, "last_seq": rows})
     return out
 
 
-def ranks(con, verdict: Verdict) -> list[dict]:
+def ranks(con, verdict: Verdict, texts: dict | None = None) -> list[dict]:
     rows = _rows(con, """select f.rank, f.host, f.last_seen, f.own_errors, f.collateral_errors, f.exited_zero,
                                 f.terminated, f.killed_hard, f.crashed_signal,
                                 (select min(ts) from events e where e.rank = f.rank) as first_seen,
@@ -244,8 +259,11 @@ def ranks(con, verdict: Verdict) -> list[dict]:
                                 (select max(last_seq) from last_seq l where l.rank = f.rank) as seq,
                                 (select arg_max(last_op, last_seq) from last_seq l where l.rank = f.rank) as op,
                                 (select arg_max(counter, last_seq) from last_seq l where l.rank = f.rank) as counter,
-                                (select max(last_seen) from last_seq l where l.rank = f.rank) as seq_at
+                                (select max(last_seen) from last_seq l where l.rank = f.rank) as seq_at,
+                                (select arg_max(file, last_seq) from last_seq l where l.rank = f.rank) as seq_file,
+                                (select arg_max(line, last_seq) from last_seq l where l.rank = f.rank) as seq_line
                          from rank_facts f order by f.rank""")
+    texts = _last_seq_texts(con) if texts is None else texts
     out = []
     for r in rows:
         end = ("crashed" if r["own_errors"] or r["killed_hard"] or r["crashed_signal"] else
@@ -254,7 +272,8 @@ def ranks(con, verdict: Verdict) -> list[dict]:
                "killed" if r["terminated"] else
                "stalled" if r["rank"] in verdict.culprit_ranks and verdict.kind == "rank_stalled" else None)
         last = ({"pg": r["pg"], "seq": r["seq"], "op": r["op"], "time": iso(r["seq_at"]),
-                 "label": seq_label(r["counter"], r["seq"])} if r["seq"] is not None else None)
+                 "label": printed_label(r["counter"], r["seq"], texts.get((r["seq_file"], r["seq_line"])))}
+                if r["seq"] is not None else None)
         out.append({"rank": r["rank"], "host": r["host"], "first_seen": iso(r["first_seen"]),
                     "last_seen": iso(r["last_seen"]), "last_collective": last, "end": end})
     return out
@@ -317,8 +336,8 @@ def build(con: duckdb.DuckDBPyConnection, verdict: Verdict, job_id: str, log_dir
         "timeline": timeline(con, verdict.culprit_ranks),
         "evidence": cited,
         "clock": clock(con),
-        "process_groups": process_groups(con),
-        "ranks": ranks(con, verdict),
+        "process_groups": process_groups(con, texts := _last_seq_texts(con)),
+        "ranks": ranks(con, verdict, texts),
     }
     report["remediation"] = remediation(verdict, remedy_values(con, verdict, report))
     report["narrative"] = narrative(verdict, report)

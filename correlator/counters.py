@@ -2,6 +2,8 @@
 be grepped for, and the report can say which field of a collective differs and both values."""
 from __future__ import annotations
 
+import re
+
 # How each log prints its counter, so that the report's number can be grepped for: DETAIL's
 # SequenceNumber is 0-based (kept +1 inside, to line up with SeqNum), NCCL's opCount is hex.
 COUNTER_LABELS = {"pg_seq": "SeqNum={}", "detail_seq": "SequenceNumber={}", "fr_seq": "collective_seq_id={}",
@@ -39,6 +41,37 @@ def seq_label(counter: str | None, seq: int | None, printed: str | None = None) 
     (`printed`: as a dump states it, where it is not the number itself)."""
     printed = printed if printed is not None else seq_printed(counter, seq)
     return None if printed is None else COUNTER_LABELS.get(counter, "#{}").format(printed)
+
+
+# The other ways a line prints a counter's number ({} the number), after its usual label: the
+# watchdog's and the PG status's `work: 48117`, the Flight Recorder analyzer's `collective 318`, a
+# trainer's `step:  10`. The report says the number as the line it cites prints it.
+PRINTED_FORMS = {
+    "pg_seq": [r"work sequence id: {}", r"last enqueued (?:NCCL )?work: {}", r"detected by watchdog at work: {}",
+               r"collective #{}", r"work: {}"],
+    "fr_seq": [r"(?<=joining )collective(?:,? sequence number:)? {}", r"Collective sequence number: {}", r"sequence number:? {}"],
+    "progress_step": [r"(?i)\b(?:global[_ ])?(?:step|iteration|iter)[ =:#]*{}"],
+}
+_ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def printed_label(counter: str | None, seq: int | None, text: str | None, printed: str | None = None) -> str | None:
+    """The counter as `text` (the line the report cites for it) prints it: its usual label
+    (`SeqNum=15`) where the line has it, else the line's own words for it (`last enqueued work:
+    48119`, `collective 318`, `step:  10`), else the usual label."""
+    label = seq_label(counter, seq, printed)
+    if label is None or not text:
+        return label
+    number = printed if printed is not None else seq_printed(counter, seq)
+    text = _ESCAPES.sub("", text)
+    end = r"(?![0-9a-fA-F])" if counter == "nccl_opcount" else r"(?!\d)"
+    if re.search(re.escape(label) + end, text):
+        return label
+    for form in PRINTED_FORMS.get(counter or "", []):
+        found = re.search(form.format(re.escape(number)) + end, text)
+        if found:
+            return found.group(0)
+    return label
 
 
 def seq_printed(counter: str | None, seq: int | None) -> str | None:

@@ -14,7 +14,7 @@ import duckdb
 
 import queries
 
-from .counters import COUNTER_SOURCES, seq_label
+from .counters import COUNTER_SOURCES, printed_label, seq_label
 from .report.ranges import compress
 
 HERE = Path(__file__).parent
@@ -72,11 +72,21 @@ def _one(con: duckdb.DuckDBPyConnection, sql: str):
 
 
 def _at(con: duckdb.DuckDBPyConnection, sql: str) -> str | None:
-    """`SequenceNumber=11 on PG 0`: where a collective is, as the log prints its counter."""
-    row = con.execute(sql).fetchone()
-    if not row or row[2] is None:
+    """`SequenceNumber=11 on PG 0`: where a collective is, as the line it is cited by prints its
+    counter (`sql` gives pg, counter, seq and, where it knows one, the file and line of that line)."""
+    row = con.execute(sql).fetchall()
+    if not row or row[0][2] is None:
         return None
-    return f"{seq_label(row[1], row[2])} on PG {row[0]}"
+    pg, counter, seq, *where = row[0]
+    return f"{printed_label(counter, seq, line_text(con, *where) if len(where) == 2 else None)} on PG {pg}"
+
+
+def line_text(con: duckdb.DuckDBPyConnection, file: str | None, line: int | None) -> str | None:
+    """The text of one line the report cites (its event), None where no event keeps it."""
+    if file is None or line is None:
+        return None
+    row = con.execute("select text from events where file = ? and line = ? order by kind, text limit 1", [file, line]).fetchall()
+    return row[0][0] if row else None
 
 
 def facts(con: duckdb.DuckDBPyConnection) -> dict:
@@ -87,7 +97,7 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "what": _one(con, "select coalesce((select any_value(what) from mismatch_minority), (select any_value(what) from mismatch_votes))"),
         "norm": _one(con, "select any_value(norm) from mismatch_minority"),
         "div_at": _divergence_at(con),
-        "stalled_at": _at(con, "select pg, counter, last_seq from first_stalled") or _stalled_without_seq(con),
+        "stalled_at": _at(con, "select pg, counter, last_seq, file, line from first_stalled") or _stalled_without_seq(con),
         "own_error": _one(con, "select text from rank_events where error_class = 'own' order by ts nulls last, file, line limit 1"),
         "scheduler_note": _scheduler_note(con),
         "has_seq": _one(con, "select count(*) > 0 from last_seq"),
@@ -106,6 +116,8 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         value, f["norm"] = f"{value} params", f"{f['norm']} params"
     f["norm_note"] = _difference(value, f["norm"])
     f["what"] = MISMATCH_WHAT.get(f["what"], f["what"])
+    if f["last_step"] is None:   # no progress lines: a summary that quotes the last step says so
+        f["last_step"] = "not logged"
     f.update(fr_facts(con))
     if f.get("fr_seq") is not None:   # as the dump states it, naming the counter: collective_seq_id=16
         f["fr_seq"] = seq_label(f.get("fr_counter"), None, str(f["fr_seq"]))
@@ -122,7 +134,11 @@ def _divergence_at(con: duckdb.DuckDBPyConnection) -> str | None:
         row = None
     if row and row[2] is not None:
         return f"{seq_label(row[1], None, str(row[2]))} on PG {row[0]}"
-    return _at(con, "select pg, counter, seq from divergence")
+    try:   # as the first line at the divergence prints it (queries/evidence.sql)
+        return _at(con, """select d.pg, d.counter, d.seq, r.file, r.line from divergence d
+                           left join (select * from evidence_divergence_rows order by rank, file, line limit 1) r on true""")
+    except duckdb.CatalogException:
+        return _at(con, "select pg, counter, seq from divergence")
 
 
 def _stalled_without_seq(con: duckdb.DuckDBPyConnection) -> str:
@@ -268,8 +284,9 @@ def decide(con: duckdb.DuckDBPyConnection) -> Verdict:
 
 
 class _Defaulting(dict):
+    """A fact the logs do not give reads as such in a summary, not as `?` or None."""
     def __missing__(self, key):
-        return "?"
+        return "(not in the logs)"
 
 
 def evidence(con: duckdb.DuckDBPyConnection, verdict: Verdict, read_lines=None) -> list[dict]:

@@ -220,6 +220,20 @@ def test_seq_columns_name_their_counter(reports, sample):
         assert cell == view.UNKNOWN or re.search(LABEL, cell), cell
 
 
+def test_a_seq_is_said_as_the_line_it_cites_prints_it():
+    """Where a line prints a counter in its own words, the report says it so: the PG status's
+    `last enqueued work: N`, the Flight Recorder analyzer's `collective 318`, a trainer's `step:  10`."""
+    assert counters.printed_label("pg_seq", 48119, "detected by watchdog at work: 48117, last enqueued NCCL work: "
+                                  "48119, last completed NCCL work: 48116.") == "last enqueued NCCL work: 48119"
+    assert counters.printed_label("pg_seq", 48117, "WorkNCCL(SeqNum=48117, OpType=ALLREDUCE") == "SeqNum=48117"
+    assert counters.printed_label("fr_seq", 318, "Not all ranks joining collective 318 at entry 317") == "collective 318"
+    assert counters.printed_label("progress_step", 10, "\x1b[31mstep:  10  \x1b[32mloss:  8.24") == "step:  10"
+    assert counters.printed_label("detail_seq", 12, None) == "SequenceNumber=11"
+    report = analyze(ROOT / "tests" / "realworld" / "a-fr_trace_text--missing-rank6-allreduce" / "logs").report
+    assert report["divergence"]["seq_label"] == "collective 318"
+    assert report["process_groups"][0]["last_seq"][0]["label"] == "collective 318"
+
+
 def test_detail_and_nccl_counters_are_printed_as_the_logs_print_them(reports, nccl_512):
     d = reports["tr-shape_mismatch-4-detail"]["divergence"]
     assert (d["seq"], d["seq_label"]) == (12, "SequenceNumber=11")       # DETAIL is 0-based
