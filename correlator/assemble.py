@@ -2,14 +2,17 @@
 tables and the verdict. Extra fields (narrative, process_groups, ranks) feed the renderers."""
 from __future__ import annotations
 
+import dataclasses
+import re
+import shlex
 from datetime import datetime
 from pathlib import Path
 
 import duckdb
 
 from .report.ranges import compress
-from .counters import seq_label, seq_printed
-from .verdict import Verdict, evidence, remediation
+from .counters import difference, dtype_name, printed_fields, printed_label, seq_label, seq_printed
+from .verdict import Verdict, evidence, evidence_and_causes, line_text, remediation
 
 SCHEMA_VERSION = 1
 TIMELINE_ROWS = 200
@@ -67,7 +70,7 @@ def first_stalled(con, verdict: Verdict) -> dict | None:
         r = row[0]
         return {"rank": r["rank"], "host": r["any_host"], "pg": r["pg"], "counter": r["counter"],
                 "last_seq": r["last_seq"], "last_op": r["last_op"], "last_seen": iso(r["seen"]),
-                "last_seq_label": seq_label(r["counter"], r["last_seq"])}
+                "last_seq_label": printed_label(r["counter"], r["last_seq"], line_text(con, r["file"], r["line"]))}
     if verdict.kind not in ("rank_stalled", "rank_crashed", "rank_exited_early", "missing_collective") or not verdict.culprit_ranks:
         return None
     # No sequence numbers: the culprit's last progress step stands for how far it got.
@@ -75,12 +78,43 @@ def first_stalled(con, verdict: Verdict) -> dict | None:
     if not rows:  # a culprit the runtime named whose own lines are not in the logs
         return None
     r = rows[0]
+    step = con.execute("""select file, line from progress where rank = ? and step = ?
+                          order by ts desc nulls last, file, line limit 1""", [r["rank"], r["last_step"]]).fetchall()
     return {"rank": r["rank"], "host": r["host"], "pg": None, "counter": "progress_step",
             "last_seq": r["last_step"], "last_op": None, "last_seen": iso(r["last_step_at"] or r["last_seen"]),
-            "last_seq_label": seq_label("progress_step", r["last_step"])}
+            "last_seq_label": printed_label("progress_step", r["last_step"], line_text(con, *step[0]) if step else None)}
 
 
-def divergence(con) -> dict | None:
+def divergence(con, culprits=()) -> dict | None:
+    """The first collective where ranks disagree, each group with what its log prints of it
+    (`printed`: the op, size and dtype as the log writes them; NCCL's dtype number by name) and,
+    where something differs, which field and both values (`difference`, `fields`)."""
+    d = _divergence(con)
+    if d is None:
+        return None
+    shapes = _detail_shapes(con, d) if d["counter"] == "detail_seq" else {}
+    for g in d["groups"]:
+        if g.get("op") is None:
+            continue
+        shape = next((shapes[r] for r in g["ranks"] if shapes.get(r) is not None), None)
+        g["printed"] = printed_fields(d["counter"], {**g, "shape": shape})
+        if g.get("dtype") is not None and dtype_name(d["counter"], g["dtype"]) != str(g["dtype"]):
+            g["dtype_printed"], g["dtype"] = g["dtype"], dtype_name(d["counter"], g["dtype"])
+    issued = [g for g in d["groups"] if g.get("printed")]
+    d["fields"] = [f for f in ("op", "numel", "dtype") if len({g["printed"].get(f) for g in issued}) > 1]
+    d["difference"] = difference(d["counter"], d["groups"], culprits)
+    return d
+
+
+def _detail_shapes(con, d: dict) -> dict:
+    """Each rank's DETAIL TensorShape at the divergence (the fingerprint prints the shape, not the numel)."""
+    rows = con.execute("""select rank, min(shape) from collectives
+                          where counter = 'detail_seq' and coalesce(pg, '0') = ? and seq = ? and shape is not null
+                          group by rank""", [d["pg"], d["seq"] - 1]).fetchall()
+    return dict(rows)
+
+
+def _divergence(con) -> dict | None:
     if fr := fr_divergence(con):   # Flight Recorder's matching (queries/fr_findings.sql) knows more
         return fr
     d = _rows(con, "select * from divergence")
@@ -98,8 +132,13 @@ def divergence(con) -> dict | None:
     never = [r for r in members if r not in issued]
     if never:
         out.append({"ranks": never, "op": None})
+    try:   # as the first line at the divergence prints it (queries/evidence.sql)
+        first = con.execute("select file, line from evidence_divergence_rows order by rank, file, line limit 1").fetchall()
+    except duckdb.CatalogException:
+        first = []
+    label = printed_label(d["counter"], d["seq"], line_text(con, *first[0]) if first else None)
     return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out, "ops": _ops(out),
-            "seq_printed": seq_printed(d["counter"], d["seq"]), "seq_label": seq_label(d["counter"], d["seq"])}
+            "seq_printed": seq_printed(d["counter"], d["seq"]), "seq_label": label}
 
 
 def _ops(groups: list[dict]) -> dict:
@@ -131,13 +170,21 @@ def fr_divergence(con) -> dict | None:
             "seq_label": seq_label(d["counter"], d["seq"], printed), "ops": _ops(out), "finding": d["finding"]}
 
 
-def collateral(con, culprits: list[int]) -> list[dict]:
+def collateral(con, culprits: list[int], causes: set[tuple] = frozenset()) -> list[dict]:
+    """What the others did as a consequence: the collateral lines of every rank but the culprits,
+    and of the launcher and the scheduler, but the lines that are causes (the culprits' own ends,
+    the lines the verdict's rule names: a memory kill, the scheduler's end of the job)."""
     rows = _rows(con, """select c.rank, c.kind, c.time, c.file, c.line, c.text,
                                 (select min(pg) from collectives k where k.rank = c.rank and k.state = 'timeout') as pg,
-                                (select max(seq) from collectives k where k.rank = c.rank and k.state = 'timeout') as seq
-                         from collateral c where c.rank is null or c.rank not in (select unnest(?::bigint[]))
-                         order by c.time nulls last, c.rank, c.file, c.line limit ?""", [culprits or [-1], COLLATERAL_ROWS])
-    return [{"rank": r["rank"], "kind": r["kind"], "pg": r["pg"], "seq": r["seq"], "time": iso(r["time"]),
+                                (select max(seq) from collectives k where k.rank = c.rank and k.state = 'timeout') as seq,
+                                (select arg_max(counter, seq) from collectives k where k.rank = c.rank and k.state = 'timeout') as counter
+                         from collateral c
+                         where (c.rank is null or c.rank not in (select unnest(?::bigint[])))
+                           and (c.file, c.line) not in (select unnest(?::varchar[]), unnest(?::bigint[]))
+                         order by c.time nulls last, c.rank, c.file, c.line limit ?""",
+                 [culprits or [-1], [f for f, _ in causes] or [""], [l for _, l in causes] or [-1], COLLATERAL_ROWS])
+    return [{"rank": r["rank"], "kind": r["kind"], "pg": r["pg"], "seq": r["seq"], "counter": r["counter"],
+             "seq_label": printed_label(r["counter"], r["seq"], r["text"]), "time": iso(r["time"]),
              "file": r["file"], "line": r["line"], "text": r["text"]} for r in rows]
 
 
@@ -183,18 +230,28 @@ def clock(con) -> dict:
                       "to the reference host; local times without zone taken as UTC"}
 
 
-def process_groups(con) -> list[dict]:
+def _last_seq_texts(con) -> dict:
+    """The text of each rank's last collective line (last_seq's file and line), one join."""
+    return {(f, l): t for f, l, t in con.execute(
+        """select l.file, l.line, min(e.text) from last_seq l join events e using (file, line) group by l.file, l.line""").fetchall()}
+
+
+def process_groups(con, texts: dict | None = None) -> list[dict]:
+    texts = _last_seq_texts(con) if texts is None else texts
     out = []
     for pg, counter, size in con.execute(
             "select pg, counter, count(*) from last_seq group by pg, counter order by pg, counter").fetchall():
-        rows = _rows(con, "select last_seq as seq, last_op as op, list(rank order by rank) as ranks from last_seq "
+        rows = _rows(con, "select last_seq as seq, last_op as op, list(rank order by rank) as ranks, "
+                          "arg_min(file, rank) as file, arg_min(line, rank) as line from last_seq "
                           "where pg = ? and counter = ? group by last_seq, last_op order by last_seq, last_op nulls last",
                      [pg, counter])
+        for row in rows:   # as its lowest rank's line prints it
+            row["label"] = printed_label(counter, row["seq"], texts.get((row.pop("file"), row.pop("line"))))
         out.append({"pg": pg, "counter": counter, "size": size, "last_seq": rows})
     return out
 
 
-def ranks(con, verdict: Verdict) -> list[dict]:
+def ranks(con, verdict: Verdict, texts: dict | None = None) -> list[dict]:
     rows = _rows(con, """select f.rank, f.host, f.last_seen, f.own_errors, f.collateral_errors, f.exited_zero,
                                 f.terminated, f.killed_hard, f.crashed_signal,
                                 (select min(ts) from events e where e.rank = f.rank) as first_seen,
@@ -202,8 +259,11 @@ def ranks(con, verdict: Verdict) -> list[dict]:
                                 (select max(last_seq) from last_seq l where l.rank = f.rank) as seq,
                                 (select arg_max(last_op, last_seq) from last_seq l where l.rank = f.rank) as op,
                                 (select arg_max(counter, last_seq) from last_seq l where l.rank = f.rank) as counter,
-                                (select max(last_seen) from last_seq l where l.rank = f.rank) as seq_at
+                                (select max(last_seen) from last_seq l where l.rank = f.rank) as seq_at,
+                                (select arg_max(file, last_seq) from last_seq l where l.rank = f.rank) as seq_file,
+                                (select arg_max(line, last_seq) from last_seq l where l.rank = f.rank) as seq_line
                          from rank_facts f order by f.rank""")
+    texts = _last_seq_texts(con) if texts is None else texts
     out = []
     for r in rows:
         end = ("crashed" if r["own_errors"] or r["killed_hard"] or r["crashed_signal"] else
@@ -212,7 +272,8 @@ def ranks(con, verdict: Verdict) -> list[dict]:
                "killed" if r["terminated"] else
                "stalled" if r["rank"] in verdict.culprit_ranks and verdict.kind == "rank_stalled" else None)
         last = ({"pg": r["pg"], "seq": r["seq"], "op": r["op"], "time": iso(r["seq_at"]),
-                 "label": seq_label(r["counter"], r["seq"])} if r["seq"] is not None else None)
+                 "label": printed_label(r["counter"], r["seq"], texts.get((r["seq_file"], r["seq_line"])))}
+                if r["seq"] is not None else None)
         out.append({"rank": r["rank"], "host": r["host"], "first_seen": iso(r["first_seen"]),
                     "last_seen": iso(r["last_seen"]), "last_collective": last, "end": end})
     return out
@@ -221,6 +282,8 @@ def ranks(con, verdict: Verdict) -> list[dict]:
 def _ranks_phrase(ranks: list[int]) -> str:
     """Ranges for a few ranks, a count for many: a sentence stays a sentence at 1,024 ranks."""
     text = compress(ranks)
+    if len(ranks) == 1:
+        return f"rank {text}"
     return f"ranks {text}" if len(text) <= 60 else f"{len(ranks)} ranks"
 
 
@@ -232,8 +295,8 @@ def narrative(verdict: Verdict, report: dict) -> list[str]:
                  + (f", last seen at {fs['last_seen']}" if fs["last_seen"] else "") + ".")
     d = report["divergence"]
     if d:
-        s.append(f"Ranks diverged at {d['seq_label']} on PG {d['pg']}: "
-                 + "; ".join(f"{_ranks_phrase(g['ranks'])} issued {g['op'] or 'nothing'}" for g in d["groups"]) + ".")
+        sides = d.get("difference") or "; ".join(f"{_ranks_phrase(g['ranks'])} issued {g['op'] or 'nothing'}" for g in d["groups"])
+        s.append(f"Ranks diverged at {d['seq_label']} on PG {d['pg']}: {sides}.")
     victims = sorted({c["rank"] for c in report["collateral"] if c["rank"] is not None})
     if victims:
         s.append(f"As a consequence, {_ranks_phrase(victims)} reported timeouts, lost peers or aborts (see collateral).")
@@ -242,7 +305,24 @@ def narrative(verdict: Verdict, report: dict) -> list[str]:
     return s[:6]
 
 
-def build(con: duckdb.DuckDBPyConnection, verdict: Verdict, job_id: str, log_dir: Path) -> dict:
+def _with_difference(verdict: Verdict, diverged: dict | None) -> Verdict:
+    """A mismatch's summary names the field that differs and both values: where the rule's own
+    words do not, the divergence's difference is added (`...; rank 133 has count 50331648 where
+    the others have count 25165824`)."""
+    said = (diverged or {}).get("difference")
+    if verdict.kind not in ("collective_mismatch", "missing_collective") or not said:
+        return verdict
+    values = re.findall(r"(?:has|have|issued) (.+?)(?= where|;|$)", said)
+    if values and all(v in verdict.summary for v in values):
+        return verdict
+    return dataclasses.replace(verdict, summary=f"{verdict.summary}; {said}")
+
+
+def build(con: duckdb.DuckDBPyConnection, verdict: Verdict, job_id: str, log_dir: Path, read_lines=None) -> dict:
+    """The report; `read_lines(file, numbers)` reads cited lines back whose text no table keeps."""
+    diverged = divergence(con, verdict.culprit_ranks)
+    verdict = _with_difference(verdict, diverged)
+    cited, causes = evidence_and_causes(con, verdict, read_lines)
     report = {
         "schema_version": SCHEMA_VERSION,
         "job": job_section(con, job_id, str(log_dir)),
@@ -251,14 +331,44 @@ def build(con: duckdb.DuckDBPyConnection, verdict: Verdict, job_id: str, log_dir
                     "missing_facts": verdict.missing_facts, "alternative_kinds": verdict.alternative_kinds,
                     "rule": verdict.rule},
         "first_stalled": first_stalled(con, verdict),
-        "divergence": divergence(con),
-        "collateral": collateral(con, verdict.culprit_ranks),
+        "divergence": diverged,
+        "collateral": collateral(con, verdict.culprit_ranks, causes),
         "timeline": timeline(con, verdict.culprit_ranks),
-        "evidence": evidence(con, verdict),
+        "evidence": cited,
         "clock": clock(con),
-        "remediation": remediation(verdict),
-        "process_groups": process_groups(con),
-        "ranks": ranks(con, verdict),
+        "process_groups": process_groups(con, texts := _last_seq_texts(con)),
+        "ranks": ranks(con, verdict, texts),
     }
+    report["remediation"] = remediation(verdict, remedy_values(con, verdict, report))
     report["narrative"] = narrative(verdict, report)
     return report
+
+
+def remedy_values(con, verdict: Verdict, report: dict) -> dict:
+    """The job's own values the remedies' verify commands are filled with (shell-quoted): the
+    Slurm job id, the culprit's rank, host, pid and own log file, the world size, the log directory."""
+    values: dict = {"log_dir": report["job"]["log_dir"], "nranks": report["job"]["world_size"]}
+    slurm = con.execute(r"""select coalesce(
+            (select regexp_extract(text, 'JobId=(\d+)', 1) from events
+             where contains(text, 'JobId=') and regexp_matches(text, 'JobId=\d+')
+             order by file, line limit 1),
+            (select regexp_extract(text, '^(\d+)\|', 1) from events where kind = 'sacct' and regexp_matches(text, '^\d+\|')
+             order by file, line limit 1),
+            (select regexp_extract(path, 'slurm-(\d+)\.out', 1) from files where regexp_matches(path, 'slurm-\d+\.out')
+             order by path limit 1))""").fetchall()[0][0]
+    values["slurm_job"] = slurm or None
+    culprit = verdict.culprit_ranks[0] if verdict.culprit_ranks else None
+    if culprit is not None:
+        values["rank"] = culprit
+        row = con.execute("""select (select any_value(host) from rank_facts where rank = ?),
+                                    (select min(pid) from processes where rank = ? and pid is not null),
+                                    (select min(file) from rank_by_file where rank = ?)""", [culprit] * 3).fetchall()[0]
+        values["host"], values["pid"], own = row
+        if own is None:   # no file of its own: the file of its first cited line
+            own = next((e["file"] for e in report["evidence"] if e.get("rank") == culprit), None)
+        # as a path a shell finds (the report's files are relative to the job directory)
+        if own is not None and Path(values["log_dir"]).is_dir() and Path(values["log_dir"], own).is_file():
+            values["culprit_log"] = str(Path(values["log_dir"], own))
+    d = report.get("divergence") or {}
+    values["seq_label"], values["pg"] = d.get("seq_label"), d.get("pg")
+    return {k: shlex.quote(str(v)) for k, v in values.items() if v is not None and str(v) != ""}

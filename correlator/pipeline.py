@@ -308,7 +308,36 @@ def decide_and_report(parsed: Parsed, inputs: Inputs):
     queries.run_all(parsed.con)
     job_id = job_id_of(parsed.con, parsed.paths)
     decided = verdicts.decide(parsed.con)
-    return job_id, decided, assemble.build(parsed.con, decided, job_id, shown(inputs))
+    return job_id, decided, assemble.build(parsed.con, decided, job_id, shown(inputs), line_reader(parsed.paths))
+
+
+CITED_LINE = 4096   # characters of a line read back for the evidence
+
+
+def line_reader(paths: list[Path]) -> Callable[[str, set[int]], dict[int, str]]:
+    """Reads given lines of a job's file back, for the evidence lines whose text the tables do not
+    keep (of NCCL's COLL lines only a stream's last is kept as an event): (file, line numbers) ->
+    {line: text}, as the file prints it, invalid UTF-8 replaced; {} for a file it cannot read."""
+    sources: dict[str, Source] | None = None
+
+    def read(file: str, wanted: set[int]) -> dict[int, str]:
+        nonlocal sources
+        if sources is None:
+            sources = {s.path: s for s in discover_paths(paths)[0]}
+        src, out = sources.get(file), {}
+        if src is None or not wanted:
+            return out
+        try:
+            with src.open() as stream:
+                for number, raw in enumerate(stream, 1):
+                    if number in wanted:
+                        out[number] = raw[:4 * CITED_LINE].decode("utf-8", "replace").rstrip("\r\n")[:CITED_LINE]
+                        if len(out) == len(wanted):
+                            break
+        except (OSError, EOFError, ValueError):
+            pass
+        return out
+    return read
 
 
 def analyze(inputs: Inputs, workers: int = 2, on_file: Callable[[int, int], None] | None = None,

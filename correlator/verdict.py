@@ -12,11 +12,19 @@ from pathlib import Path
 
 import duckdb
 
-from .counters import seq_label
+import queries
+
+from .counters import COUNTER_SOURCES, printed_label, seq_label
 from .report.ranges import compress
 
 HERE = Path(__file__).parent
-EVIDENCE_ROWS = 8
+EVIDENCE_ROWS = 10
+# Kinds of line a rank writes again and again (a step, a collective): its last one says how far
+# it got, so the evidence cites each rank's last one first.
+REPEATING_KINDS = ("progress", "nccl_coll", "detail_running", "fr_entry", "stack_frame")
+SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+# What a runtime-named mismatch compares, in words
+MISMATCH_WHAT = {"ddp_params": "DDP's parameter count", "detail_fingerprint": "DETAIL's collective fingerprint"}
 
 
 @dataclass(frozen=True)
@@ -64,11 +72,21 @@ def _one(con: duckdb.DuckDBPyConnection, sql: str):
 
 
 def _at(con: duckdb.DuckDBPyConnection, sql: str) -> str | None:
-    """`SequenceNumber=11 on PG 0`: where a collective is, as the log prints its counter."""
-    row = con.execute(sql).fetchone()
-    if not row or row[2] is None:
+    """`SequenceNumber=11 on PG 0`: where a collective is, as the line it is cited by prints its
+    counter (`sql` gives pg, counter, seq and, where it knows one, the file and line of that line)."""
+    row = con.execute(sql).fetchall()
+    if not row or row[0][2] is None:
         return None
-    return f"{seq_label(row[1], row[2])} on PG {row[0]}"
+    pg, counter, seq, *where = row[0]
+    return f"{printed_label(counter, seq, line_text(con, *where) if len(where) == 2 else None)} on PG {pg}"
+
+
+def line_text(con: duckdb.DuckDBPyConnection, file: str | None, line: int | None) -> str | None:
+    """The text of one line the report cites (its event), None where no event keeps it."""
+    if file is None or line is None:
+        return None
+    row = con.execute("select text from events where file = ? and line = ? order by kind, text limit 1", [file, line]).fetchall()
+    return row[0][0] if row else None
 
 
 def facts(con: duckdb.DuckDBPyConnection) -> dict:
@@ -78,11 +96,10 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "last_step": _one(con, "select max(last_step) from rank_facts"),
         "what": _one(con, "select coalesce((select any_value(what) from mismatch_minority), (select any_value(what) from mismatch_votes))"),
         "norm": _one(con, "select any_value(norm) from mismatch_minority"),
-        "div_at": _at(con, "select pg, counter, seq from divergence"),
-        "stalled_at": _at(con, "select pg, counter, last_seq from first_stalled") or "before its first collective",
+        "div_at": _divergence_at(con),
+        "stalled_at": _at(con, "select pg, counter, last_seq, file, line from first_stalled") or _stalled_without_seq(con),
         "own_error": _one(con, "select text from rank_events where error_class = 'own' order by ts nulls last, file, line limit 1"),
-        "scheduler_note": _one(con, "select text from exits where reason in ('time_limit', 'cancelled', 'preemption', "
-                                    "'node_failure', 'scancel', 'timeout') order by ts nulls last, source <> 'slurmstepd' limit 1"),
+        "scheduler_note": _scheduler_note(con),
         "has_seq": _one(con, "select count(*) > 0 from last_seq"),
         "has_progress": _one(con, "select count(*) > 0 from progress"),
         "has_exits": _one(con, "select count(*) > 0 from exits"),
@@ -95,9 +112,88 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "error_lines": _one(con, "select count(*) from error_lines"),
         "init_note": _one(con, "select any_value(text) from events where kind = 'init_error'"),
     }
-    f["norm_note"] = _difference(_one(con, "select any_value(value) from mismatch_minority"), f["norm"])
+    value = _one(con, "select any_value(value) from mismatch_minority")
+    if f["what"] == "ddp_params" and value and f["norm"]:   # as DDP says it: `Rank 3 has 8 params`
+        value, f["norm"] = f"{value} params", f"{f['norm']} params"
+    f["norm_note"] = _difference(value, f["norm"])
+    f["what"] = MISMATCH_WHAT.get(f["what"], f["what"])
+    if f["last_step"] is None:   # no progress lines: a summary that quotes the last step says so
+        f["last_step"] = "not logged"
     f.update(fr_facts(con))
+    if f.get("fr_seq") is not None:   # as the dump states it, naming the counter: collective_seq_id=16
+        f["fr_seq"] = seq_label(f.get("fr_counter"), None, str(f["fr_seq"]))
     return f
+
+
+def _divergence_at(con: duckdb.DuckDBPyConnection) -> str | None:
+    """Where the report's divergence is: Flight Recorder's (other than every rank timing out in one
+    collective), else the counters'; as the log prints its counter."""
+    try:
+        row = con.execute("""select d.pg, d.counter, f.fr_seq from fr_divergence d, fr_facts f
+                             where d.finding <> 'timed_out'""").fetchone()
+    except duckdb.CatalogException:
+        row = None
+    if row and row[2] is not None:
+        return f"{seq_label(row[1], None, str(row[2]))} on PG {row[0]}"
+    try:   # as the first line at the divergence prints it (queries/evidence.sql)
+        return _at(con, """select d.pg, d.counter, d.seq, r.file, r.line from divergence d
+                           left join (select * from evidence_divergence_rows order by rank, file, line limit 1) r on true""")
+    except duckdb.CatalogException:
+        return _at(con, "select pg, counter, seq from divergence")
+
+
+def _stalled_without_seq(con: duckdb.DuckDBPyConnection) -> str:
+    """How far the first stalled rank got where its own logs hold no row of the counter the others
+    show (no Flight Recorder dump of its own, no DETAIL line): its last step, as it printed it."""
+    row = con.execute("""select s.counter, f.last_step from first_stalled s left join rank_facts f using (rank)""").fetchone()
+    source = COUNTER_SOURCES.get(row[0] if row else None, "collective")
+    if row and row[1] is not None:
+        return f"{seq_label('progress_step', row[1])}, its last line (no {source} of its own in the logs)"
+    return f"its start (no {source} of its own in the logs)"
+
+
+def _scheduler_note(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The scheduler's word that it ended the job, short and the same every run: its one-line
+    messages before its accounting records, and of a record only the fields that say it."""
+    try:
+        row = con.execute("select e.text, x.source from evidence_scheduler_end e join exits x using (file, line) "
+                          "order by e.k limit 1").fetchone()
+    except duckdb.CatalogException:
+        return None
+    return _short_record(*row) if row else None
+
+
+def _short_record(text: str, source: str | None) -> str:
+    text = (text or "").strip().strip("*").strip()
+    if source == "sacct" and "|" in text:        # JobID|JobName|State|...: the job, its name and state
+        return "|".join(text.split("|")[:3])
+    if "JobState=" in text:                       # a jobcomp or scontrol record: the fields that say it
+        keep = [f for f in text.split() if f.split("=", 1)[0] in ("JobId", "JobState", "Reason")]
+        return " ".join(keep)
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
+def _culprit_error(con: duckdb.DuckDBPyConnection, culprits: list[int]) -> str | None:
+    """What the culprits died of, as the evidence cites it first (queries/evidence.sql:
+    evidence_culprit_errors): their first error of their own, else how their process ended
+    (`SIGKILL (signal 9): failed (exitcode: -9) local_rank: 2 (pid: 20548) ...`)."""
+    if not culprits or not _evidence_culprits(con, culprits):
+        return None
+    row = con.execute("""select (select any_value(text) from events v where v.file = e.file and v.line = e.line),
+                                x.signal, x.exit_code, x.text
+                         from evidence_culprit_errors e
+                         left join exits x on x.file = e.file and x.line = e.line and x.rank = e.rank
+                         order by e.k limit 1""").fetchone()
+    if not row:
+        return None
+    line, signal, code, said = row
+    text = (said if signal is not None or code is not None else line) or line or ""
+    text = text.strip() if len(text.strip()) <= 160 else text.strip()[:159] + "…"
+    if signal:
+        return f"{SIGNALS.get(signal, f'signal {signal}')} (signal {signal}): {text}"
+    if code:
+        return f"exit code {code}: {text}"
+    return text
 
 
 def _fields(fingerprint: str) -> dict[str, str]:
@@ -155,7 +251,18 @@ def _missing_facts(f: dict) -> list[str]:
     return missing
 
 
+def prepare_evidence(con: duckdb.DuckDBPyConnection) -> bool:
+    """The views the rules' evidence queries read (queries/evidence.sql); False where the analysis
+    tables they read are not there (a partial pipeline)."""
+    try:
+        queries.run(con, "evidence")
+        return True
+    except (duckdb.CatalogException, duckdb.BinderException):
+        return False
+
+
 def decide(con: duckdb.DuckDBPyConnection) -> Verdict:
+    prepare_evidence(con)
     f = facts(con)
     for rule in rules():
         ranks = [r[0] for r in con.execute(rule.culprits).fetchall() if r[0] is not None]
@@ -163,6 +270,7 @@ def decide(con: duckdb.DuckDBPyConnection) -> Verdict:
             continue
         culprits = sorted({r for r in ranks if r >= 0})
         f["culprits"] = compress(culprits) if culprits else "none"
+        f["own_error"] = _culprit_error(con, culprits) or f["own_error"]
         said = _Defaulting({k: v for k, v in f.items() if v is not None})
         summary = rule.summary.format_map(said)
         missing = [m.format_map(said) for m in rule.missing_facts]
@@ -177,36 +285,158 @@ def decide(con: duckdb.DuckDBPyConnection) -> Verdict:
 
 
 class _Defaulting(dict):
+    """A fact the logs do not give reads as such in a summary, not as `?` or None."""
     def __missing__(self, key):
-        return "?"
+        return "(not in the logs)"
 
 
-def evidence(con: duckdb.DuckDBPyConnection, verdict: Verdict) -> list[dict]:
-    """The lines behind the verdict: the rule's kinds, culprits' lines first, earliest first."""
+def evidence(con: duckdb.DuckDBPyConnection, verdict: Verdict, read_lines=None) -> list[dict]:
+    """The lines behind the verdict, the deciding ones first (see evidence_and_causes)."""
+    return evidence_and_causes(con, verdict, read_lines)[0]
+
+
+def evidence_and_causes(con: duckdb.DuckDBPyConnection, verdict: Verdict,
+                        read_lines=None) -> tuple[list[dict], set[tuple]]:
+    """The lines behind the verdict, and of all lines those that are causes (never collateral).
+
+    First the lines the rule names as deciding it (its `evidence` query), then the lines of the
+    divergence (the culprits' and the others' at the diverging collective) and the culprits' last
+    line (queries/evidence.sql: evidence_deciding), then the rest: the rule's `evidence_kinds`,
+    each rank's first of each kind (of a kind a rank repeats, a step or a collective, its last),
+    the culprits' first. A verdict no rule decides cites the error lines, the clues to a mismatch
+    first. Tee'd copies (a rank's line again in the console) are cited once.
+    Causes: the lines the rule's query names, the culprits' own errors and how they ended, the
+    clues of an undecided verdict."""
     rule = next((r for r in rules() if r.name == verdict.rule), None)
+    ready = _evidence_culprits(con, verdict.culprit_ranks)
+    limit = 4 * EVIDENCE_ROWS
+    candidates: list[tuple] = []   # (file, line, rank or None)
+    causes: set[tuple] = set()
+    culprits = set(verdict.culprit_ranks)
     if rule and rule.evidence:
-        rows = con.execute(f"""select e.file, e.line, e.rank, e.text
-                               from (select *, row_number() over () as k from ({rule.evidence})) q
-                               join aligned_events e using (file, line) order by q.k limit ?""",
-                           [EVIDENCE_ROWS]).fetchall()
-        return [{"file": f, "line": l, "rank": r, "text": t} for f, l, r, t in rows]
-    if rule is None:  # undecided: the error lines, one of each kind first, earliest first
-        rows = con.execute("""select file, line, rank, text from (
+        candidates += _ordered(con, rule.evidence, limit)
+        # a line of another rank is what it saw, never the cause: the culprits' lines and the
+        # scheduler's, the launcher's (no rank) are
+        causes |= {(f, l) for f, l, r in _ordered(con, rule.evidence, None) if r is None or r in culprits}
+    if ready:
+        causes |= {(f, l) for f, l, _ in _ordered(con, "select file, line, rank, k from evidence_culprit_errors", None)}
+        if rule is not None:
+            candidates += _ordered(con, "select file, line, rank, k from evidence_deciding", limit)
+    if rule is None:  # undecided: the error lines, a mismatch's clues first, one of each kind, earliest first
+        rows = con.execute("""select file, line, rank, reading = 'collective_mismatch' from (
                                   select *, row_number() over (partition by kind order by ts nulls last, file, line) as nth
-                                  from error_lines)
-                              order by nth > 1, ts nulls last, file, line limit ?""", [EVIDENCE_ROWS]).fetchall()
-        return [{"file": f, "line": l, "rank": r, "text": t} for f, l, r, t in rows]
-    kinds = list(rule.evidence_kinds)
-    culprits = verdict.culprit_ranks or [-1]
-    rows = con.execute(
-        """select file, line, rank, text from timeline_events
-           where kind in (select unnest(?::varchar[]))
-           order by coalesce(rank in (select unnest(?::bigint[])), false) desc,
-                    list_position(?::varchar[], kind), aligned_ts nulls last, file, line
-           limit ?""", [kinds, culprits, kinds, EVIDENCE_ROWS]).fetchall()
-    return [{"file": f, "line": l, "rank": r, "text": t} for f, l, r, t in rows]
+                                  from error_lines
+                                  -- a tee'd copy (a rank's line again in the console): its own file's
+                                  where (file, line) in (select file, line from timeline_events))
+                              order by reading = 'collective_mismatch' desc nulls last, nth > 1, ts nulls last, file, line
+                              limit ?""", [limit]).fetchall()
+        candidates += [(f, l, r) for f, l, r, _ in rows]
+        causes |= {(f, l) for f, l, _, clue in rows if clue}
+    else:
+        kinds = list(rule.evidence_kinds)
+        candidates += con.execute(
+            f"""select file, line, rank from (
+                    select *, row_number() over (
+                        partition by rank, kind
+                        order by (case when kind in {REPEATING_KINDS} then aligned_ts end) desc nulls last,
+                                 (case when kind in {REPEATING_KINDS} then line end) desc nulls last,
+                                 aligned_ts nulls last, file, line) as nth
+                    from timeline_events where kind in (select unnest(?::varchar[]))
+                      and not regexp_matches(coalesce(text, ''), '^\\s*[-=]+\\s*$'))   -- a table's rules say nothing
+                order by nth > 1, coalesce(rank in (select unnest(?::bigint[])), false) desc,
+                         list_position(?::varchar[], kind), nth, aligned_ts nulls last, file, line
+                limit ?""", [kinds, verdict.culprit_ranks or [-1], kinds, limit]).fetchall()
+    return _cite(con, candidates, read_lines), causes
 
 
-def remediation(verdict: Verdict) -> list[dict]:
+def _evidence_culprits(con: duckdb.DuckDBPyConnection, culprits: list[int]) -> bool:
+    """The verdict's culprits, for the views of queries/evidence.sql; False where those are not there."""
+    try:
+        con.execute("delete from evidence_culprits").fetchall()
+    except duckdb.CatalogException:
+        if not prepare_evidence(con):
+            return False
+        con.execute("delete from evidence_culprits").fetchall()
+    if culprits:
+        con.execute("insert into evidence_culprits select unnest(?::bigint[])", [list(culprits)]).fetchall()
+    return True
+
+
+def _ordered(con: duckdb.DuckDBPyConnection, sql: str, limit: int | None) -> list[tuple]:
+    """(file, line, rank) of a query's lines in its order: by its column `k` where it has one,
+    else as it returns them."""
+    cur = con.execute(f"select * from ({sql}) limit 0")
+    names = [d[0] for d in cur.description]
+    cur.fetchall()
+    rank = "rank" if "rank" in names else "null::bigint"
+    order = "k, file, line" if "k" in names else "q_position"
+    rows = con.execute(f"""select file, line, {rank} from (select *, row_number() over () as q_position from ({sql}))
+                           where file is not null and line is not null order by {order}"""
+                       + (f" limit {int(limit)}" if limit else "")).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def _cite(con: duckdb.DuckDBPyConnection, candidates: list[tuple], read_lines=None) -> list[dict]:
+    """The first EVIDENCE_ROWS distinct lines, each with its rank and text; a line whose rank and
+    text an earlier one has (a tee'd copy) is left out. A line no event keeps (of NCCL's COLL
+    lines the tables keep a stream's last as an event) is read back from its file (`read_lines`)."""
+    order = list(dict.fromkeys((f, l) for f, l, _ in candidates))
+    ranks: dict = {}
+    for f, l, r in candidates:
+        ranks.setdefault((f, l), r)
+    if not order:
+        return []
+    rows = con.execute("""select e.file, e.line, e.rank, e.text from events e
+                          join (select unnest(?::varchar[]) as file, unnest(?::bigint[]) as line) k using (file, line)
+                          order by e.file, e.line, e.kind, e.text""",
+                       [[f for f, _ in order], [l for _, l in order]]).fetchall()
+    found: dict = {}
+    for f, l, r, t in rows:
+        found.setdefault((f, l), (r, t))
+    read: set = set()
+    out, seen = [], set()
+    for key in order:
+        if key not in found and read_lines is not None and key[0] not in read:
+            # a file is read back once, for every line of it the evidence may cite, and only
+            # when it comes to one of them (a 1 GB job's COLL files are 16 MB each)
+            read.add(key[0])
+            numbers = {l for f, l in order if f == key[0] and (f, l) not in found}
+            for l, text in read_lines(key[0], numbers).items():
+                found[(key[0], l)] = (None, text)
+        if key not in found:
+            continue
+        rank, text = found[key]
+        rank = rank if rank is not None else ranks.get(key)
+        if (rank, text) in seen:
+            continue
+        seen.add((rank, text))
+        out.append({"file": key[0], "line": key[1], "rank": rank, "text": text})
+        if len(out) == EVIDENCE_ROWS:
+            break
+    return out
+
+
+def remediation(verdict: Verdict, values: dict | None = None) -> list[dict]:
+    """What to do, and a command that shows the fix worked, filled with the job's own values
+    (`sacct -j 39`, the culprit's host and pid; correlator/assemble.py: remedy_values, shell-quoted).
+    A remedy's `verify` lists commands, the best first: the first whose every value the logs know
+    is taken. `expect` says what the command shows when the fix worked."""
     entry = remedies().get(verdict.rule or "unknown") or remedies().get(verdict.kind) or remedies()["unknown"]
-    return [{"action": a["action"], "verify": a["verify"]} for a in entry["remedy"]]
+    values = values or {}
+    out = []
+    for remedy in entry["remedy"]:
+        commands = remedy["verify"] if isinstance(remedy["verify"], list) else [remedy["verify"]]
+        command = next((c for c in (_filled(c, values) for c in commands) if c is not None), commands[-1])
+        item = {"action": remedy["action"], "verify": command}
+        if remedy.get("expect"):
+            item["expect"] = remedy["expect"]
+        out.append(item)
+    return out
+
+
+def _filled(command: str, values: dict) -> str | None:
+    """`command` with its {placeholders} filled, None when the logs do not know one of them."""
+    try:
+        return command.format_map(values)
+    except (KeyError, IndexError):
+        return None

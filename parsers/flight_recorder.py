@@ -330,9 +330,14 @@ def _world_size(groups: list[dict], rank: int | None) -> int | None:
     return max((len(g["ranks"]) for g in default or mine), default=None)
 
 
+# The dump's own names of the counters (its entries' keys), so that a seq the report quotes as
+# `collective_seq_id=16` is found in the line it cites.
+_SEQ_KEYS = {"fr_seq": "collective_seq_id", "fr_p2p_seq": "p2p_seq_id"}
+
+
 def _entry_text(row: dict, entry: dict) -> str:
     retired = entry.get("retired")
-    return (f"FR {row['counter']}={row['seq']} pg={row['pg']} op={row['op']} "
+    return (f"FR {_SEQ_KEYS.get(row['counter'], row['counter'])}={row['seq']} pg_id={row['pg']} op={row['op']} "
             f"profiling_name={_str(entry.get('profiling_name'), 80)} state={row['state']} "
             f"retired={retired if isinstance(retired, bool) else None} numel_in={row['numel_in']} "
             f"dtype={row['dtype']} timeout_ms={row['timeout_ms']}")

@@ -144,5 +144,7 @@ def test_blocked_call_evidence_cites_the_frames_that_decide():
     report = analyze(SAMPLES_DIR / "tr-missing_collective-4" / "logs").report
     first, *others = report["evidence"]
     assert (first["rank"], first["text"].rstrip().endswith("in broadcast")) == (2, True)
-    assert others and all(e["text"].rstrip().endswith("in all_reduce") for e in others)
+    frames, rest = others[:3], others[3:]   # the frame of each other rank, then the culprit's last line
+    assert sorted(e["rank"] for e in frames) == [0, 1, 3] and all(e["text"].rstrip().endswith("in all_reduce") for e in frames)
+    assert rest and rest[0]["rank"] == 2 and "step 3/8" in rest[0]["text"]
     assert all(e["file"] and e["line"] for e in report["evidence"])

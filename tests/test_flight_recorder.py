@@ -55,7 +55,7 @@ def test_events_cite_entries_and_pg_status(fixtures):
     events = table(result, "events")
     entries = events.filter(pl.col("kind") == "fr_entry")
     assert entries["line"].to_list() == list(range(1, 12))
-    assert entries["text"][0].startswith("FR fr_seq=1 pg=0 op=BROADCAST profiling_name=gloo:broadcast")
+    assert entries["text"][0].startswith("FR collective_seq_id=1 pg_id=0 op=BROADCAST profiling_name=gloo:broadcast")
     status = table(result, "pg_status").sort("pg")
     assert status.select("pg", "last_enqueued", "last_completed").rows() == [("0", 7, 7), ("1", 4, 4)]
     assert set(status["line"]) <= set(events.filter(pl.col("kind") == "fr_pg_status")["line"])

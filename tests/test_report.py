@@ -211,7 +211,7 @@ def test_large_html_timeline_bands(large):
     assert "★ rank 7<" in svg  # the culprit keeps a row of its own
     assert "ranks 0-6 (7)" in svg and "ranks 8-511 (504)" in svg and "ranks 512-1023 (512)" in svg
     assert svg.count("<rect x='0'") == 4  # four bands, not 1,024 rows
-    assert "stop point: rank 7 after ALLREDUCE #41 on PG 0" in svg
+    assert "stop point: rank 7 after ALLREDUCE SeqNum=41 on PG 0" in svg   # the counter as the log prints it
 
 
 def test_small_html_timeline_has_a_row_per_rank():
@@ -266,9 +266,9 @@ def test_markdown_tables_are_well_formed(build):
 def test_markdown_tables_match_the_report(large):
     by_header = {tuple(table[0]): table[1:] for table in markdown_tables(render(large, "markdown"))}
     assert by_header[("pg", "counter", "size", "last seq", "op", "ranks", "count")] == [
-        ["0", "pg_seq", "1024", "41", "ALLREDUCE", "7", "1"],
-        ["0", "pg_seq", "1024", "42", "ALLREDUCE", "0-6,8-1023", "1023"],
-        ["1-128", "pg_seq", "8", "900", "ALLGATHER", "0-1023", "1024"],
+        ["0", "pg_seq", "1024", "SeqNum=41", "ALLREDUCE", "7", "1"],
+        ["0", "pg_seq", "1024", "SeqNum=42", "ALLREDUCE", "0-6,8-1023", "1023"],
+        ["1-128", "pg_seq", "8", "SeqNum=900", "ALLGATHER", "0-1023", "1024"],
     ]
     tables = markdown_tables(render(load("missing_collective_4"), "markdown"))
     by_header = {tuple(table[0]): table[1:] for table in tables}

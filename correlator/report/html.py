@@ -127,7 +127,8 @@ def _remedies(view: View) -> str:
     items = []
     for remedy in view.remedies:
         verify = f"<div>verify with:</div><pre><code>{escape(remedy.verify)}</code></pre>" if remedy.verify else ""
-        items.append(f"<li><p>{escape(remedy.action)}</p>{verify}</li>")
+        expect = f"<p>expect: {escape(remedy.expect)}</p>" if remedy.expect else ""
+        items.append(f"<li><p>{escape(remedy.action)}</p>{verify}{expect}</li>")
     more = f"<p class='more'>+{view.remedies_omitted} more remedies</p>" if view.remedies_omitted else ""
     return "<h2>Remediation</h2>\n<ol>" + "\n".join(items) + f"</ol>{more}"
 

@@ -38,6 +38,8 @@ def render(view: View) -> str:
             blocks.append(f"{number}. {text(remedy.action)}")
             if remedy.verify:
                 blocks.append(f"Verify with:\n\n{_fenced(remedy.verify)}")
+            if remedy.expect:
+                blocks.append(f"Expect: {text(remedy.expect)}")
         if view.remedies_omitted:
             blocks.append(f"_+{view.remedies_omitted} more remedies_")
     return "\n\n".join(blocks) + "\n"

@@ -55,7 +55,10 @@ def _progress(report: dict) -> dict[int, list[tuple[float, int, float | None]]]:
             continue
         data = match.groupdict().get("data_s")
         series.setdefault(int(event["rank"]), []).append((when, int(match.group("step")), float(data) if data else None))
-    return {rank: sorted(points) for rank, points in sorted(series.items())}
+    # one step printed twice at one time (a tee'd copy with its data_time cut off): the one that
+    # says the data time last, never comparing None with a number
+    return {rank: sorted(points, key=lambda p: (p[0], p[1], p[2] is not None, p[2] or 0.0))
+            for rank, points in sorted(series.items())}
 
 
 def render(report: dict) -> str:

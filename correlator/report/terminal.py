@@ -54,6 +54,8 @@ def render(view: View, *, color: bool, width: int) -> str:
             console.print(Text(f"{number}. {remedy.action}"))
             if remedy.verify:
                 console.print(Padding(Text.assemble(("verify: ", "dim"), (remedy.verify, "cyan")), (0, 0, 0, 3), expand=False))
+            if remedy.expect:
+                console.print(Padding(Text.assemble(("expect: ", "dim"), remedy.expect), (0, 0, 0, 3), expand=False))
         if view.remedies_omitted:
             console.print(Text(f"+{view.remedies_omitted} more remedies", style="dim"))
     text = buffer.getvalue()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from html import escape
 
+from ..counters import seq_label
 from .ranges import compress
 from .sanitize import clean_line
 from .view import culprit_ranks
@@ -86,16 +87,18 @@ def render(report: dict, max_bands: int = 48) -> str:
 
 
 def divergence_label(report: dict) -> str:
-    """The divergence in words, naming the field that differs and each side's value:
-    `diverged at ALLREDUCE #12 (detail_seq) on PG 0: numel 2 on ranks 0-2, 3 on rank 3`."""
+    """The divergence in words, naming the field that differs and each side's value as the log
+    prints them: `diverged at ALLREDUCE SequenceNumber=11 on PG 0: rank 3 has TensorShape=[3]
+    where the others have TensorShape=[2]`."""
     divergence = report.get("divergence") or {}
     groups = [g for g in divergence.get("groups") or [] if g.get("ranks")]
     if not groups:
         return ""
     op = next((clean_line(g.get("op")) for g in groups if g.get("op")), "")
-    counter = clean_line(divergence.get("counter"))
-    where = _collective_label({"op": op or None, "seq": divergence.get("seq"), "pg": divergence.get("pg")})
-    where = where.replace(" on PG", f" ({counter}) on PG", 1) if counter and " on PG" in where else where
+    where = _collective_label({"op": op or None, "seq": divergence.get("seq"), "pg": divergence.get("pg"),
+                               "label": divergence.get("seq_label"), "counter": divergence.get("counter")})
+    if divergence.get("difference"):
+        return clean_line(f"diverged at {where}: {clean_line(divergence.get('difference'))}", 160)
     issued = [g for g in groups if g.get("op")]
     sides = []
     differing = [f for f in ("op", "numel", "dtype") if len({clean_line(g.get(f)) for g in issued}) > 1]
@@ -104,15 +107,21 @@ def divergence_label(report: dict) -> str:
         if not group.get("op"):
             sides.append(f"{who} never issued it")
         elif differing:
-            sides.append(" ".join(f"{field} {clean_line(group.get(field)) or '?'}" for field in differing) + f" on {who}")
+            sides.append(" ".join(_field(group, field) for field in differing if group.get(field) is not None) + f" on {who}")
         else:
             sides.append(f"{clean_line(group.get('op'))} on {who}")
     return clean_line(f"diverged at {where}: " + "; ".join(sides[:4]) + (f"; +{len(sides) - 4} more" if len(sides) > 4 else ""), 160)
 
 
+def _field(group: dict, field: str) -> str:
+    """A group's field as its log prints it (`TensorShape=[3]`, `count 4`), else `numel 3`."""
+    printed = (group.get("printed") or {}).get(field)
+    return clean_line(printed) if printed else f"{field} {clean_line(group.get(field)) or '?'}"
+
+
 def culprit_difference(report: dict) -> str:
-    """What the culprit's side of the divergence did differently, for the label on its row:
-    `numel 3 (others 2)`, `BROADCAST (others ALLREDUCE)`, `never issued it`."""
+    """What the culprit's side of the divergence did differently, for the label on its row, as the
+    log prints it: `TensorShape=[3] (others TensorShape=[2])`, `others ALLREDUCE`, `never issued it`."""
     culprits = culprit_ranks(report)
     groups = [g for g in (report.get("divergence") or {}).get("groups") or [] if g.get("ranks")]
     mine = next((g for g in groups if culprits & {int(r) for r in g["ranks"]}), None)
@@ -121,14 +130,16 @@ def culprit_difference(report: dict) -> str:
     if not mine.get("op"):
         return "never issued it"
     others = [g for g in groups if g is not mine and g.get("op")]
-    fields = [f for f in ("op", "numel", "dtype") if any(clean_line(g.get(f)) != clean_line(mine.get(f)) for g in others)]
+    # a field the culprit's op does not have (a barrier's size) says nothing its op does not
+    fields = [f for f in ("op", "numel", "dtype") if any(clean_line(g.get(f)) != clean_line(mine.get(f)) for g in others)
+              and (f == "op" or mine.get(f) is not None)]
     said = []
     for field in fields:
-        theirs = ", ".join(dict.fromkeys(clean_line(g.get(field)) or "?" for g in others))
+        theirs = ", ".join(dict.fromkeys(_field(g, field) if field != "op" else clean_line(g.get("op")) or "?" for g in others))
         if field == "op":  # the label already starts with the culprit's op
             said.append(f"others {theirs}")
         else:
-            said.append(f"{field} {clean_line(mine.get(field)) or '?'} (others {theirs})")
+            said.append(f"{_field(mine, field)} (others {theirs})")
     return "; ".join(said)
 
 
@@ -314,8 +325,11 @@ class _Chart:
         x = self.x(_seconds(stalled["last_seen"]))
         if stalled.get("counter") == "progress_step":  # no sequence numbers: how far its steps got
             after = f"step {clean_line(stalled.get('last_seq'))}"
+        elif stalled.get("last_seq") is None and not stalled.get("last_op"):
+            after = "its last line (no collective of its own in the logs)"
         else:
-            after = _collective_label({"pg": stalled.get("pg"), "seq": stalled.get("last_seq"), "op": stalled.get("last_op")})
+            after = _collective_label({"pg": stalled.get("pg"), "seq": stalled.get("last_seq"), "op": stalled.get("last_op"),
+                                       "label": stalled.get("last_seq_label"), "counter": stalled.get("counter")})
         label = f"stop point: rank {clean_line(stalled.get('rank'))} after {after}"
         self.drawn.add("stop point")
         label = clean_line(label, 110)
@@ -408,10 +422,16 @@ def _tick_label(seconds: float, span: float) -> str:
 
 
 def _collective_label(last: dict) -> str:
-    op = clean_line(last.get("op")) or "collective"
-    seq = f" #{clean_line(last.get('seq'))}" if last.get("seq") is not None else ""
+    """`ALLREDUCE SeqNum=15 on PG 0`: the seq as the log prints it, naming its counter."""
+    op = clean_line(last.get("op"))
+    label = last.get("label")
+    if not label and last.get("seq") is not None:
+        label = seq_label(last.get("counter"), last["seq"]) if last.get("counter") and isinstance(last["seq"], int) \
+            else f"#{last['seq']}"
+    seq = f" {clean_line(label)}" if label else ""
     pg = f" on PG {clean_line(last.get('pg'))}" if last.get("pg") is not None else ""
-    return f"{op}{seq}{pg}"
+    text = f"{op}{seq}".strip() or ("no collective of its own" if last.get("seq") is None else "collective")
+    return f"{text}{pg}"
 
 
 def _seconds(value: object) -> float | None:

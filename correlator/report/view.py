@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ..counters import COUNTER_SOURCES, seq_label
 from .ranges import compress
 from .sanitize import clean, clean_line
 
@@ -47,6 +48,7 @@ class Section:
 class Remedy:
     action: str
     verify: str
+    expect: str = ""  # what the command shows when the fix worked
 
 
 @dataclass
@@ -84,7 +86,7 @@ def build(report: dict, max_rows: int = 20) -> View:
         _clock_section(report, max_rows),
     ]
     remedies = [
-        Remedy(clean_line(item.get("action")), clean(item.get("verify")).strip())
+        Remedy(clean_line(item.get("action")), clean(item.get("verify")).strip(), clean_line(item.get("expect")))
         for item in _list(report, "remediation")
     ]
     return View(
@@ -136,9 +138,12 @@ def _first_stalled_text(stalled: dict) -> str:
         where += f" ({clean_line(stalled.get('host'))})"
     if stalled.get("counter") == "progress_step":  # no sequence numbers: how far its steps got
         text = f"{where}, last step {_value(stalled.get('last_seq'))}"
+    elif stalled.get("last_seq") is None and not stalled.get("last_op"):
+        # the others' counter, but no row of its own in it (no dump of its own, no DETAIL line)
+        text = f"{where}, no {COUNTER_SOURCES.get(clean_line(stalled.get('counter')), 'collective')} of its own in the logs"
     else:
         after = _collective_text(stalled.get("pg"), stalled.get("last_seq"), stalled.get("last_op"),
-                                 stalled.get("last_seq_label"))
+                                 _label(stalled.get("last_seq_label"), stalled.get("counter"), stalled.get("last_seq")))
         text = f"{where}, last collective {after}"
     if stalled.get("last_seen"):
         text += f", last seen {clean_line(stalled.get('last_seen'))}"
@@ -146,12 +151,28 @@ def _first_stalled_text(stalled: dict) -> str:
 
 
 def _divergence_text(divergence: dict) -> str:
+    """`SequenceNumber=11 on PG 0: rank 3 has TensorShape=[3] where the others have TensorShape=[2]`:
+    where, which field differs and both values, as the log prints them."""
     groups = divergence.get("groups") or []
-    op = next((g.get("op") for g in groups if g.get("op")), None)
+    where = _collective_text(divergence.get("pg"), divergence.get("seq"), None,
+                             _label(divergence.get("seq_label"), divergence.get("counter"), divergence.get("seq")))
+    if divergence.get("difference"):
+        return f"{where}: {clean_line(divergence.get('difference'), CELL_LIMIT)}"
     sides = "; ".join(f"{compress(g.get('ranks') or [], RANGES_LIMIT) or UNKNOWN}: {clean_line(g.get('op')) or 'never issued'}"
                       for g in groups[:4])
     more = f"; +{len(groups) - 4} more groups" if len(groups) > 4 else ""
-    return f"{_collective_text(divergence.get('pg'), divergence.get('seq'), op, divergence.get('seq_label'))} ({sides}{more})"
+    return f"{where} ({sides}{more})"
+
+
+def _label(label: object, counter: object, seq: object) -> str | None:
+    """A seq as the log prints it, naming its counter: the report's label, else made from the
+    counter (a report stored before labels)."""
+    if label:
+        return clean_line(label)
+    if seq is None:
+        return None
+    made = seq_label(clean_line(counter) or None, seq) if isinstance(seq, int) else None
+    return clean_line(made) if made else f"#{clean_line(seq)}"
 
 
 def _collective_text(pg: object, seq: object, op: object, label: object = None) -> str:
@@ -198,20 +219,22 @@ def _process_groups_section(report: dict, max_rows: int) -> Section:
             uniform[(clean_line(group.get("counter")), group.get("size"), entry.get("seq"), clean_line(entry.get("op")))].append(group)
             continue
         for entry in sorted(entries, key=lambda e: _sort_key(e.get("seq"))):
-            rows.append(_pg_row([group], group.get("size"), entry.get("seq"), entry.get("op"), entry.get("ranks") or []))
+            rows.append(_pg_row([group], group.get("size"), entry.get("seq"), entry.get("op"), entry.get("ranks") or [],
+                                entry.get("label")))
     for (_, size, seq, op), alike in uniform.items():
         ranks = {rank for group in alike for rank in group["last_seq"][0].get("ranks") or []}
-        rows.append(_pg_row(alike, size, seq, op, ranks))
+        rows.append(_pg_row(alike, size, seq, op, ranks, alike[0]["last_seq"][0].get("label")))
     columns = ["pg", "counter", "size", "last seq", "op", "ranks", "count"]
     table = _table(columns, rows, max_rows, f"rows ({len(groups)} process groups in all)")
     return Section("Last collective per process group", tables=[("", table)] if rows else [])
 
 
-def _pg_row(groups: list[dict], size: object, seq: object, op: object, ranks) -> list[str]:
+def _pg_row(groups: list[dict], size: object, seq: object, op: object, ranks, seq_text: object = None) -> list[str]:
     names = [clean_line(g.get("pg")) for g in groups]
     label = compress(int(n) for n in names) if all(n.isdigit() for n in names) else _capped_join(names, 8)
     counters = sorted({clean_line(g.get("counter")) for g in groups})
-    return [label, ", ".join(counters) or UNKNOWN, _value(size), _value(seq), clean_line(op) or UNKNOWN,
+    printed = _label(seq_text, groups[0].get("counter") if len(counters) == 1 else None, seq) if seq is not None else None
+    return [label, ", ".join(counters) or UNKNOWN, _value(size), printed or UNKNOWN, clean_line(op) or UNKNOWN,
             compress(ranks, RANGES_LIMIT), str(len(set(ranks)))]
 
 
@@ -219,16 +242,23 @@ def _divergence_section(report: dict, max_rows: int) -> Section:
     divergence = report.get("divergence")
     if not divergence:
         return Section("Divergence")
+    groups = divergence.get("groups") or []
+    printed = [g.get("printed") or {} for g in groups]
     rows = [
         [compress(g.get("ranks") or [], RANGES_LIMIT), str(len(g.get("ranks") or [])),
          clean_line(g.get("op")) or "never issued", _value(g.get("numel")), _value(g.get("dtype"))]
-        for g in divergence.get("groups") or []
+        + ([" ".join(clean_line(p[f]) for f in ("op", "numel", "dtype") if p.get(f)) or "—"] if any(printed) else [])
+        for g, p in zip(groups, printed)
     ]
-    caption = (f"PG {clean_line(divergence.get('pg'))}, {clean_line(divergence.get('seq_label'))}"
-               if divergence.get("seq_label") else
-               f"PG {clean_line(divergence.get('pg'))}, {clean_line(divergence.get('counter')) or 'seq'} "
-               f"#{_value(divergence.get('seq'))}")
-    return Section("Divergence", tables=[(caption, _table(["ranks", "count", "op", "numel", "dtype"], rows, max_rows, "groups"))])
+    label = _label(divergence.get("seq_label"), divergence.get("counter"), divergence.get("seq"))
+    caption = f"PG {clean_line(divergence.get('pg'))}, {label or UNKNOWN}"
+    fields = [clean_line(f) for f in divergence.get("fields") or []]
+    if fields:
+        caption += f": {', '.join(fields)} differ{'s' if len(fields) == 1 else ''}"
+    elif any(g.get("op") is None for g in groups):
+        caption += ": a rank never issued it"
+    columns = ["ranks", "count", "op", "numel", "dtype"] + (["as the log prints it"] if any(printed) else [])
+    return Section("Divergence", tables=[(caption, _table(columns, rows, max_rows, "groups"))])
 
 
 def _rank_signature(entry: dict, culprits: set[int]) -> tuple:
@@ -270,7 +300,8 @@ def _collateral_section(report: dict, max_rows: int) -> Section:
     rows = []
     for (kind, pg, seq), items in ordered:
         ranks = [i["rank"] for i in items if i.get("rank") is not None]
-        where = _collective_text(pg or None, seq, None) if pg or seq is not None else UNKNOWN
+        label = _label(items[0].get("seq_label"), items[0].get("counter"), seq) if seq is not None else None
+        where = _collective_text(pg or None, seq, None, label) if pg or seq is not None else UNKNOWN
         first = min((i.get("time") or "" for i in items), default="")
         detail = next((clean_line(i.get("text"), DETAIL_LIMIT) for i in items if i.get("text")), "")
         rows.append([kind, compress(ranks, RANGES_LIMIT) or UNKNOWN, str(len(items)), where, clean_line(first) or UNKNOWN, detail])
