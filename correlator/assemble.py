@@ -8,6 +8,7 @@ from pathlib import Path
 import duckdb
 
 from .report.ranges import compress
+from .counters import seq_label, seq_printed
 from .verdict import Verdict, evidence, remediation
 
 SCHEMA_VERSION = 1
@@ -46,6 +47,8 @@ def job_section(con, job_id: str, log_dir: str) -> dict:
         "files": files["files"], "lines": int(files["lines"]), "lines_unparsed": int(files["unparsed"]),
         "lines_skimmed": int(files["skimmed"]),  # repeated lines counted, not typed (analyze without --full)
         "files_skipped": skipped,
+        # in-line rank markers that read two ways, and the reading taken
+        "rank_readings": _rows(con, "select marker, reading, lines from rank_readings"),
     }
 
 
@@ -63,16 +66,23 @@ def first_stalled(con, verdict: Verdict) -> dict | None:
     if row:  # a rank with no collective at all is still named, with what else its logs show
         r = row[0]
         return {"rank": r["rank"], "host": r["any_host"], "pg": r["pg"], "counter": r["counter"],
-                "last_seq": r["last_seq"], "last_op": r["last_op"], "last_seen": iso(r["seen"])}
+                "last_seq": r["last_seq"], "last_op": r["last_op"], "last_seen": iso(r["seen"]),
+                "last_seq_label": seq_label(r["counter"], r["last_seq"])}
     if verdict.kind not in ("rank_stalled", "rank_crashed", "rank_exited_early", "missing_collective") or not verdict.culprit_ranks:
         return None
     # No sequence numbers: the culprit's last progress step stands for how far it got.
-    r = _rows(con, "select * from rank_facts where rank = ?", [verdict.culprit_ranks[0]])[0]
+    rows = _rows(con, "select * from rank_facts where rank = ?", [verdict.culprit_ranks[0]])
+    if not rows:  # a culprit the runtime named whose own lines are not in the logs
+        return None
+    r = rows[0]
     return {"rank": r["rank"], "host": r["host"], "pg": None, "counter": "progress_step",
-            "last_seq": r["last_step"], "last_op": None, "last_seen": iso(r["last_step_at"] or r["last_seen"])}
+            "last_seq": r["last_step"], "last_op": None, "last_seen": iso(r["last_step_at"] or r["last_seen"]),
+            "last_seq_label": seq_label("progress_step", r["last_step"])}
 
 
 def divergence(con) -> dict | None:
+    if fr := fr_divergence(con):   # Flight Recorder's matching (queries/fr_findings.sql) knows more
+        return fr
     d = _rows(con, "select * from divergence")
     if not d:
         return None
@@ -81,13 +91,44 @@ def divergence(con) -> dict | None:
                    [d["pg"], d["counter"], d["seq"]])
     issued = {r for g in groups for r in g["ranks"]}
     members = [r[0] for r in con.execute(
-        "select distinct rank from last_seq where pg = ? and counter = ? union select rank from world where ? = '0' order by 1",
+        "select distinct rank from last_seq where pg = ? and counter = ? "
+        "union select rank from speaking_ranks where pg = ? order by 1",
         [d["pg"], d["counter"], d["pg"]]).fetchall()]
     out = [{"ranks": g["ranks"], "op": g["op"], "numel": g["numel"], "dtype": g["dtype"]} for g in groups]
     never = [r for r in members if r not in issued]
     if never:
         out.append({"ranks": never, "op": None})
-    return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out}
+    return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out, "ops": _ops(out),
+            "seq_printed": seq_printed(d["counter"], d["seq"]), "seq_label": seq_label(d["counter"], d["seq"])}
+
+
+def _ops(groups: list[dict]) -> dict:
+    """Per rank (as a string, in rank order), the op it issued at the divergence; null: it never issued it."""
+    return {str(r): op for r, op in sorted(((r, g["op"]) for g in groups for r in g["ranks"]), key=lambda x: x[0])}
+
+
+def fr_divergence(con) -> dict | None:
+    """The first divergence of the Flight Recorder dumps, with each rank's op there."""
+    d = _rows(con, "select pg, counter, seq, finding from fr_divergence")
+    if not d or d[0]["finding"] == "timed_out":   # every rank in the same op: nobody disagrees
+        return None
+    d = d[0]
+    rows = _rows(con, "select rank, op, numel, dtype, state, sig, seq_printed from fr_divergence_ops order by rank")
+    groups: dict = {}
+    for r in rows:
+        key = (r["op"] is None, r["op"], r["sig"])
+        groups.setdefault(key, []).append(r)
+    out = []
+    for (never, op, _), members in sorted(groups.items(), key=lambda kv: (kv[0][0], -len(kv[1]), kv[1][0]["rank"])):
+        g = {"ranks": [m["rank"] for m in members], "op": op}
+        if not never:
+            numels = {m["numel"] for m in members}
+            g.update(numel=int(numels.pop()) if len(numels) == 1 and None not in numels else None,
+                     dtype=members[0]["dtype"], state=members[0]["state"])
+        out.append(g)
+    printed = next((r["seq_printed"] for r in rows if r["seq_printed"] is not None), str(d["seq"]))
+    return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out, "seq_printed": printed,
+            "seq_label": seq_label(d["counter"], d["seq"], printed), "ops": _ops(out), "finding": d["finding"]}
 
 
 def collateral(con, culprits: list[int]) -> list[dict]:
@@ -160,6 +201,7 @@ def ranks(con, verdict: Verdict) -> list[dict]:
                                 (select arg_max(pg, last_seq) from last_seq l where l.rank = f.rank) as pg,
                                 (select max(last_seq) from last_seq l where l.rank = f.rank) as seq,
                                 (select arg_max(last_op, last_seq) from last_seq l where l.rank = f.rank) as op,
+                                (select arg_max(counter, last_seq) from last_seq l where l.rank = f.rank) as counter,
                                 (select max(last_seen) from last_seq l where l.rank = f.rank) as seq_at
                          from rank_facts f order by f.rank""")
     out = []
@@ -169,7 +211,8 @@ def ranks(con, verdict: Verdict) -> list[dict]:
                "exited" if r["exited_zero"] else
                "killed" if r["terminated"] else
                "stalled" if r["rank"] in verdict.culprit_ranks and verdict.kind == "rank_stalled" else None)
-        last = {"pg": r["pg"], "seq": r["seq"], "op": r["op"], "time": iso(r["seq_at"])} if r["seq"] is not None else None
+        last = ({"pg": r["pg"], "seq": r["seq"], "op": r["op"], "time": iso(r["seq_at"]),
+                 "label": seq_label(r["counter"], r["seq"])} if r["seq"] is not None else None)
         out.append({"rank": r["rank"], "host": r["host"], "first_seen": iso(r["first_seen"]),
                     "last_seen": iso(r["last_seen"]), "last_collective": last, "end": end})
     return out
@@ -189,7 +232,7 @@ def narrative(verdict: Verdict, report: dict) -> list[str]:
                  + (f", last seen at {fs['last_seen']}" if fs["last_seen"] else "") + ".")
     d = report["divergence"]
     if d:
-        s.append(f"Ranks diverged at {d['counter']} {d['seq']} on PG {d['pg']}: "
+        s.append(f"Ranks diverged at {d['seq_label']} on PG {d['pg']}: "
                  + "; ".join(f"{_ranks_phrase(g['ranks'])} issued {g['op'] or 'nothing'}" for g in d["groups"]) + ".")
     victims = sorted({c["rank"] for c in report["collateral"] if c["rank"] is not None})
     if victims:

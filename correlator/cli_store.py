@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
 from collections import Counter
@@ -13,11 +14,12 @@ from typing import Any, Callable, Iterator, Optional
 
 import duckdb
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from correlator import store
-from correlator.cli_common import ReportFormat, fail as _fail
+from correlator.cli_common import (COLOR_HELP, ColorChoice, ReportFormat, fail as _fail, format_from_out, print_rich,
+                                   render, report_format, use_color, write_output)
+from correlator.pipeline import InputError
 
 DbOption = typer.Option(None, "--db", help="History database (default: $CORRELATOR_DB, else $XDG_DATA_HOME/correlator/history.duckdb).")
 
@@ -26,6 +28,13 @@ class SqlFormat(str, Enum):
     table = "table"
     csv = "csv"
     json = "json"
+
+
+ROW_EXTENSIONS = {".csv": "csv", ".json": "json", ".txt": "table"}
+FormatOption = typer.Option(None, "--format", "-f", help="table (the default), csv, json; with --out and no --format, "
+                                                          "its extension decides (.csv, .json, .txt).")
+OutOption = typer.Option(None, "--out", "-o", help="Write to this file instead of standard output.")
+ColorOption = typer.Option(ColorChoice.auto, "--color", help=COLOR_HELP)
 
 
 
@@ -47,18 +56,25 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _print_rows(columns: list[str], rows: list[tuple], fmt: SqlFormat) -> None:
+def _row_format(fmt: SqlFormat | None, out: Path | None) -> SqlFormat:
+    return fmt or SqlFormat(format_from_out(out, ROW_EXTENSIONS) or "table")
+
+
+def _print_rows(columns: list[str], rows: list[tuple], fmt: SqlFormat, out: Path | None = None,
+                color: ColorChoice | None = None) -> None:
     if fmt is SqlFormat.csv:
-        writer = csv.writer(sys.stdout, lineterminator="\n")
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows([_cell(value) for value in row] for row in rows)
+        write_output(out, buffer.getvalue())
     elif fmt is SqlFormat.json:
-        typer.echo(json.dumps([dict(zip(columns, row)) for row in rows], default=str, indent=2))
+        write_output(out, json.dumps([dict(zip(columns, row)) for row in rows], default=str, indent=2))
     else:
         table = Table(*columns)
         for row in rows:
             table.add_row(*(_display(value) for value in row))
-        Console().print(table)
+        print_rich(table, color, out)
 
 
 def _display(value: Any) -> str:
@@ -69,7 +85,11 @@ def _display(value: Any) -> str:
     return _cell(value)
 
 
-def _print_history(jobs: list[dict]) -> None:
+def _print_history(jobs: list[dict], fmt: SqlFormat, out: Path | None, color: ColorChoice | None) -> None:
+    if fmt is not SqlFormat.table:  # every stored column, for scripts
+        columns = list(store.HISTORY_COLUMNS)
+        _print_rows(columns, [tuple(job[c] for c in columns) for job in jobs], fmt, out)
+        return
     ids = Counter(job["job_id"] for job in jobs)
     table = Table("job", "analysed (UTC)", "kind", "culprit ranks", "culprit hosts", "confidence", "summary")
     for column in table.columns[:3]:
@@ -80,19 +100,37 @@ def _print_history(jobs: list[dict]) -> None:
         table.add_row(name, job["analysed_at"].strftime("%Y-%m-%d %H:%M"), job["kind"] or "",
                       _display(job["culprit_ranks"]), _display(job["culprit_hosts"]), job["confidence"] or "",
                       job["summary"] or "")
-    Console().print(table)
+    print_rich(table, color, out)
 
 
 def _ingest_one(analyze_job: Callable[[Path], Any], job_dir: Path, db: Optional[Path]) -> bool:
     try:
         analysis = analyze_job(job_dir)
         key = store.ingest(analysis, db)
-    except (store.StoreError, duckdb.Error, OSError, ValueError) as error:
-        typer.echo(f"error: {job_dir}: {store.first_line(error)}", err=True)
+    except (InputError, store.StoreError, duckdb.Error, OSError, ValueError) as error:
+        message = store.first_line(error)
+        where = "" if message.startswith(str(job_dir)) else f"{job_dir}: "
+        typer.echo(f"error: {where}{message}", err=True)
         return False
     verdict = analysis.report.get("verdict") or {}
     typer.echo(f"{key}: {verdict.get('kind')} — {verdict.get('summary') or ''}")
     return True
+
+
+def _jobs_of(job_dir: Path, one_job: bool) -> list[Path] | None:
+    """The jobs to ingest for one argument: itself, or each job of a tree that holds several
+    (correlator/jobs.py); None (after one line on stderr) when its jobs cannot be told apart by directory."""
+    if one_job:
+        return [job_dir]
+    from correlator.jobs import find_jobs, refusal, separable
+    found = find_jobs(job_dir)
+    if len(found) <= 1:
+        return [job_dir]
+    if separable(found):
+        typer.echo(f"{job_dir}: {len(found)} jobs, each stored on its own", err=True)
+        return [job.where for job in found]
+    typer.echo(f"error: {refusal(job_dir, found)}", err=True)
+    return None
 
 
 def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
@@ -100,16 +138,27 @@ def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
 
     @app.command()
     def ingest(
-        job_dirs: list[Path] = typer.Argument(..., help="Job log directories (or archives) to analyse and store."),
+        job_dirs: list[Path] = typer.Argument(..., help="Jobs to analyse and store: each a log directory, an archive "
+                                                        "or a log file; a tree of several jobs stores each of them."),
         db: Optional[Path] = DbOption,
+        one_job: bool = typer.Option(False, "--one-job", help="Store each argument as one job even where its names "
+                                     "say several."),
     ) -> None:
         """Analyse jobs and store them in the history; re-ingesting a directory replaces it.
 
-        Example: correlator ingest /shared/logs/job-8812 /shared/logs/job-8813 --db ~/history.duckdb
+        Examples: correlator ingest /shared/logs/job-8812 /shared/logs/job-8813 --db ~/history.duckdb;
+        correlator ingest samples (each of the 46 jobs under it)
         """
         # Keep going past a bad directory so one unreadable job does not block the others.
-        failures = [job_dir for job_dir in job_dirs if not _ingest_one(analyze_job, job_dir, db)]
-        if failures:
+        failed = False
+        for job_dir in job_dirs:
+            jobs = _jobs_of(job_dir, one_job)
+            if jobs is None:
+                failed = True
+                continue
+            for job in jobs:
+                failed |= not _ingest_one(analyze_job, job, db)
+        if failed:
             raise typer.Exit(2)
 
     @app.command()
@@ -118,54 +167,60 @@ def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
                                               "processes, progress, exits; views: culprit_hosts_by_month, "
                                               "kinds_by_week, recurring_tracebacks, similar_jobs."),
         db: Optional[Path] = DbOption,
-        format: SqlFormat = typer.Option(SqlFormat.table, "--format", help="Output format."),
+        format: Optional[SqlFormat] = FormatOption,
+        out: Optional[Path] = OutOption,
         write: bool = typer.Option(False, "--write", help="Allow statements that modify the database."),
+        color: ColorChoice = ColorOption,
     ) -> None:
         """Query the history with SQL (read-only unless --write).
 
-        Example: correlator sql "select host, incidents from culprit_hosts_by_month where month = '2026-11'" --format csv
+        Example: correlator sql "select host, incidents from culprit_hosts_by_month where month = '2026-11'" -f csv
         """
+        fmt = _row_format(format, out)
         with _user_errors():
             columns, rows = store.query(db, query, write=write)
-        _print_rows(columns, rows, format)
+        _print_rows(columns, rows, fmt, out, color)
 
     @app.command()
-    def history(db: Optional[Path] = DbOption) -> None:
-        """List the stored jobs, most recently analysed first.
+    def history(
+        db: Optional[Path] = DbOption,
+        format: Optional[SqlFormat] = FormatOption,
+        out: Optional[Path] = OutOption,
+        color: ColorChoice = ColorOption,
+    ) -> None:
+        """List the stored jobs, most recently analysed first (csv and json: every stored column).
 
-        Example: correlator history --db ~/history.duckdb
+        Examples: correlator history --db ~/history.duckdb; correlator history -f json | jq '.[0]'
         """
+        fmt = _row_format(format, out)
         with _user_errors():
             jobs = store.history(db)
-        _print_history(jobs)
+        _print_history(jobs, fmt, out, color)
 
     @app.command()
     def report(
         job: str = typer.Argument(..., help="Job id, or job key when one id names several log dirs."),
         db: Optional[Path] = DbOption,
-        format: ReportFormat = typer.Option(ReportFormat.terminal, "--format", help="Output format."),
+        format: Optional[ReportFormat] = typer.Option(None, "--format", "-f", help="terminal (default on a TTY), json, "
+                                                      "markdown, html; with --out and no --format, its extension decides."),
+        out: Optional[Path] = OutOption,
+        color: ColorChoice = ColorOption,
     ) -> None:
-        """Show the stored report of a job.
+        """Show the stored report of a job, as `analyze` printed it.
 
-        Example: correlator report 8812 --format markdown > incident-8812.md
+        Examples: correlator report 8812 -f markdown > incident-8812.md; correlator report 8812 -o incident-8812.html
         """
+        fmt = report_format(format, out)
         with _user_errors():
             stored = store.load_report(db, job)
-        if format is ReportFormat.json:
-            typer.echo(json.dumps(stored, indent=2))
-            return
-        from correlator.report import render  # the renderers are heavy and not needed by the other commands
-
-        rendered = render(stored, format.value)
-        if rendered is not None:
-            typer.echo(rendered)
+        write_output(out, render(stored, fmt.value, color=use_color(color, to_file=out is not None)))
 
     @app.command()
     def export(
-        parquet: Path = typer.Option(..., "--parquet", help="Output directory (empty, or a previous export)."),
+        parquet: Path = typer.Option(..., "--parquet", "-o", help="Output directory (empty, or a previous export)."),
         db: Optional[Path] = DbOption,
     ) -> None:
-        """Export every table as Hive-partitioned Parquet (partitioned by analysed_month) for Spark, Trino or DuckDB.
+        """Export every table as Hive-partitioned Parquet (partitioned by the incident's month) for Spark, Trino or DuckDB.
 
         Example: correlator export --parquet /shared/correlator-export && duckdb -c
         "select kind, count(*) from read_parquet('/shared/correlator-export/incidents/**/*.parquet', hive_partitioning=true) group by kind"

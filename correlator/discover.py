@@ -167,29 +167,73 @@ def _walk(root: str, skipped: list[Skipped]) -> Iterator[tuple[str, os.DirEntry]
 
 
 def discover(root: Path) -> tuple[list[Source], list[Skipped]]:
-    """Every readable file under `root` (archives expanded in place) and every skipped one."""
+    """Every readable file under `root` (archives expanded in place) and every skipped one.
+    A symbolic link is followed to a regular file inside the tree (Kubernetes' log directories
+    are links); one that leads out of the tree is skipped and says where it points, so a hostile
+    tree cannot make the report quote /etc/shadow."""
     sources: list[Source] = []
     skipped: list[Skipped] = []
+    real_root = os.path.realpath(root)
     for rel_path, entry in _walk(os.fspath(root), skipped):
         rel = _safe_name(rel_path)
         try:
             st = entry.stat(follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                target = os.path.realpath(entry.path)
+                if os.path.commonpath([real_root, target]) != real_root:
+                    skipped.append(Skipped(rel, f"symbolic link to outside the given directory ({_safe_name(target)})"))
+                    continue
+                st = os.stat(entry.path)
         except OSError as e:
-            skipped.append(Skipped(rel, f"unreadable: {e.strerror}"))
+            what = "symbolic link that loops or leads nowhere" if entry.is_symlink() else "unreadable"
+            skipped.append(Skipped(rel, f"{what}: {e.strerror}"))
             continue
-        if stat.S_ISLNK(st.st_mode):
-            skipped.append(Skipped(rel, "symbolic link"))
-        elif not stat.S_ISREG(st.st_mode):
-            skipped.append(Skipped(rel, "not a regular file (fifo, socket or device)"))
-        elif entry.name.endswith(_TAR_SUFFIXES):
-            found, lost = _tar_members(Path(entry.path), rel)
-            sources += found
-            skipped += lost
-        else:
-            raw = (lambda p=entry.path: open(p, "rb"))
-            sources.append(Source(rel, _decompressor(entry.name, raw), st.st_size, st.st_mtime,
-                                  path_hints(_display(rel))))
+        _add_file(entry.path, rel, entry.name, st, sources, skipped)
     return sources, skipped
+
+
+def _add_file(path: str, rel: str, name: str, st: os.stat_result, sources: list[Source], skipped: list[Skipped]) -> None:
+    """A regular file (archives: their members) as sources; anything else is skipped with why."""
+    if stat.S_ISDIR(st.st_mode):
+        skipped.append(Skipped(rel, "symbolic link to a directory (not followed)"))
+    elif not stat.S_ISREG(st.st_mode):
+        skipped.append(Skipped(rel, "not a regular file (fifo, socket or device)"))
+    elif name.endswith(_TAR_SUFFIXES):
+        found, lost = _tar_members(Path(path), rel)
+        sources += found
+        skipped += lost
+    else:
+        raw = (lambda p=path: open(p, "rb"))
+        sources.append(Source(rel, _decompressor(name, raw), st.st_size, st.st_mtime, path_hints(_display(rel))))
+
+
+def discover_paths(paths: list[Path]) -> tuple[list[Source], list[Skipped]]:
+    """The sources of a job given as directories, files and archives (the caller checked they
+    exist). One directory alone keeps paths relative to it; with several inputs each file is
+    shown under the name it was given by, so two `rank0.log` of two directories stay apart."""
+    if len(paths) == 1 and paths[0].is_dir():
+        return discover(paths[0])
+    sources: list[Source] = []
+    skipped: list[Skipped] = []
+    names = [p.name or str(p) for p in paths]
+    for path, name in zip(paths, names):
+        label = _safe_name(name if names.count(name) == 1 else str(path))
+        if path.is_dir():
+            found, lost = discover(path)
+            sources += [_under(label, s) for s in found]
+            skipped += [Skipped(f"{label}/{s.path}", s.reason, s.size) for s in lost]
+            continue
+        try:  # a file named on the command line is read through its link, wherever it points
+            st = os.stat(path)
+        except OSError as e:
+            skipped.append(Skipped(label, f"unreadable: {e.strerror}"))
+            continue
+        _add_file(os.fspath(path), label, path.name, st, sources, skipped)
+    return sources, skipped
+
+
+def _under(label: str, src: Source) -> Source:
+    return Source(f"{label}/{src.path}", src.open, src.size, src.mtime, path_hints(_display(f"{label}/{src.path}")))
 
 
 def sniff(head: bytes) -> str | None:

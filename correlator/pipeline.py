@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
+import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +21,7 @@ from parsers.files import GROUP_LINES, FileResult, GroupResults, parse_sources
 from parsers.reader import MAX_LINE
 from parsers.slurm import expand_task_ranges
 
-from .discover import Skipped, Source, discover
+from .discover import Skipped, Source, discover_paths
 from .tables import SCHEMAS
 
 # Above this many input bytes the job's tables live in a temporary DuckDB file, not in memory.
@@ -40,7 +42,37 @@ WINDOW = 2048
 
 
 class InputError(Exception):
-    """The job directory cannot be analysed (missing, not a directory): exit 2, one line."""
+    """The job's logs cannot be analysed (a path missing, nothing to read): exit 2, one line."""
+
+
+# What a job is given as: a directory, an archive, one file, or several of them (one job).
+Inputs = Path | str | list[Path]
+
+
+STDIN = "-"
+
+
+def _paths(inputs: Inputs, workdir: str) -> list[Path]:
+    """The inputs as paths; `-` (standard input) is copied into `workdir` first, in chunks."""
+    given = [str(p) for p in inputs] if isinstance(inputs, list) else [str(inputs)]
+    if not given:
+        raise InputError("no input: give a job directory, log files, or - for standard input")
+    paths = []
+    for name in given:
+        path = Path(name)
+        if name == STDIN:
+            path = Path(workdir, "stdin")
+            with open(path, "wb") as out:
+                shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+        elif not path.exists():
+            raise InputError(f"{name}: no such file or directory")
+        paths.append(path)
+    return paths
+
+
+def shown(inputs: Inputs) -> str:
+    """The inputs as the report names them (`job.log_dir`)."""
+    return " ".join(str(p) for p in inputs) if isinstance(inputs, list) else str(inputs)
 
 
 @dataclass
@@ -54,20 +86,19 @@ class Analysis:
 @dataclass
 class Parsed:
     con: duckdb.DuckDBPyConnection
+    paths: list[Path]
     skipped: list[Skipped] = field(default_factory=list)
     workdir: tempfile.TemporaryDirectory | None = None
 
 
-def _connect(total_bytes: int) -> tuple[duckdb.DuckDBPyConnection, tempfile.TemporaryDirectory | None]:
+def _connect(total_bytes: int, workdir: tempfile.TemporaryDirectory) -> duckdb.DuckDBPyConnection:
     """In memory for small jobs; a temporary file for big ones. Either way DuckDB may use at most
     INGEST_MEMORY_LIMIT while parsing (MEMORY_LIMIT after) and spills the rest to a temporary
     directory (its default is 80% of the RAM). While parsing it inserts on one thread: the parser
     threads have the cores (a thread per core for the inserts cost 10% more CPU at 1 GB)."""
-    workdir = tempfile.TemporaryDirectory(prefix="correlator-")
     path = ":memory:" if total_bytes < SPILL_BYTES else str(Path(workdir.name, "job.duckdb"))
-    con = duckdb.connect(path, config={"memory_limit": INGEST_MEMORY_LIMIT, "temp_directory": workdir.name,
-                                       "threads": 1})
-    return con, workdir
+    return duckdb.connect(path, config={"memory_limit": INGEST_MEMORY_LIMIT, "temp_directory": workdir.name,
+                                        "threads": 1})
 
 
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -143,19 +174,20 @@ def _insert_tables(con: duckdb.DuckDBPyConnection, parts: dict[str, list[pa.Tabl
         _insert(con, name, pa.concat_tables(tables))
 
 
-def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None,
+def parse_job(inputs: Inputs, workers: int = 2, on_file: Callable[[int, int], None] | None = None,
               window: int | None = None) -> Parsed:
     """Parse every file of the job into a DuckDB connection, one group of files' tables at a time;
     every line typed, or with a `window` only the last of the lines that repeat (see WINDOW)."""
-    job_dir = Path(job_dir)
-    if not job_dir.exists():
-        raise InputError(f"{job_dir}: no such directory")
-    if not job_dir.is_dir():
-        raise InputError(f"{job_dir}: not a directory (give the job's log directory)")
-    sources, skipped = discover(job_dir)
-    con, workdir = _connect(sum(s.size or 0 for s in sources))
+    workdir = tempfile.TemporaryDirectory(prefix="correlator-")
+    try:
+        paths = _paths(inputs, workdir.name)
+        sources, skipped = discover_paths(paths)
+        con = _connect(sum(s.size or 0 for s in sources), workdir)
+    except BaseException:
+        workdir.cleanup()
+        raise
     create_tables(con)
-    parsed = Parsed(con, list(skipped), workdir)
+    parsed = Parsed(con, paths, list(skipped), workdir)
     done = 0
     for results in _parse_groups(_Feed(sources, window), workers, window):
         if not isinstance(results, GroupResults):  # rows handed over while the group goes on
@@ -171,7 +203,7 @@ def parse_job(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], Non
         _insert(con, "files", pa.Table.from_pylist(rows, schema=SCHEMAS["files"]))
     if not _has_rows(con):
         _close(parsed)
-        raise InputError(_nothing_to_read(job_dir, len(sources), parsed.skipped))
+        raise InputError(_nothing_to_read(shown(inputs), len(sources), parsed.skipped))
     return parsed
 
 
@@ -230,10 +262,10 @@ def _has_rows(con: duckdb.DuckDBPyConnection) -> bool:
                for name in SCHEMAS if name != "files")
 
 
-def _nothing_to_read(job_dir: Path, found: int, skipped: list[Skipped]) -> str:
+def _nothing_to_read(job_dir: str, found: int, skipped: list[Skipped]) -> str:
     """Without a single log line there is no verdict to give, not even `healthy`."""
     if not found and not skipped:
-        return f"{job_dir}: empty directory, no log files"
+        return f"{job_dir}: no log files"
     if not skipped:
         return f"{job_dir}: no log lines in its {found} file(s)"
     first = skipped[0]
@@ -250,42 +282,43 @@ def tables_of(con: duckdb.DuckDBPyConnection, names: Iterable[str] = SCHEMAS) ->
     return {name: con.sql(f"select * from {name}").to_arrow_table() for name in names}
 
 
-def job_id_of(con: duckdb.DuckDBPyConnection, job_dir: Path) -> str:
-    """The scheduler's job id when the logs name one, else the directory's name."""
+def job_id_of(con: duckdb.DuckDBPyConnection, paths: list[Path]) -> str:
+    """The scheduler's job id when the logs name one, else the directory's (or first file's) name."""
     row = con.execute(
         "select regexp_extract(text, 'JobId=(\\d+)', 1) from events "
         "where regexp_matches(text, 'JobId=\\d+') order by file, line limit 1").fetchone()
     if row and row[0]:
         return row[0]
-    name = job_dir.resolve().name
-    return job_dir.resolve().parent.name if name == "logs" else name
+    first = paths[0].resolve()
+    if first.is_file():
+        return first.name.split(".")[0] or first.name
+    return first.parent.name if first.name == "logs" else first.name
 
 
 def dumps(report: dict) -> str:
     return json.dumps(report, indent=2, default=str)
 
 
-def decide_and_report(parsed: Parsed, job_dir: Path):
+def decide_and_report(parsed: Parsed, inputs: Inputs):
     """Run the queries and the rule table over a parsed job: (job id, verdict, report)."""
     # The parsers are done: the queries get the memory and the cores.
     parsed.con.execute(f"set memory_limit = '{MEMORY_LIMIT}'; set threads = {os.cpu_count() or 1}")
     from . import assemble, verdict as verdicts
     import queries
     queries.run_all(parsed.con)
-    job_id = job_id_of(parsed.con, job_dir)
+    job_id = job_id_of(parsed.con, parsed.paths)
     decided = verdicts.decide(parsed.con)
-    return job_id, decided, assemble.build(parsed.con, decided, job_id, job_dir)
+    return job_id, decided, assemble.build(parsed.con, decided, job_id, shown(inputs))
 
 
-def analyze(job_dir: Path, workers: int = 2, on_file: Callable[[int, int], None] | None = None,
+def analyze(inputs: Inputs, workers: int = 2, on_file: Callable[[int, int], None] | None = None,
             keep_tables: bool = False, window: int | None = WINDOW) -> Analysis:
-    """The whole analysis of one job directory. The job's tables come along only when asked for
-    (to store them): copied out of DuckDB they would cost as much memory as the logs.
-    `window=None` types every line (see WINDOW)."""
-    job_dir = Path(job_dir)
-    parsed = parse_job(job_dir, workers, on_file, window)
+    """The whole analysis of one job (a directory, files, archives). The job's tables come along
+    only when asked for (to store them): copied out of DuckDB they would cost as much memory as
+    the logs. `window=None` types every line (see WINDOW)."""
+    parsed = parse_job(inputs, workers, on_file, window)
     try:
-        job_id, _, report = decide_and_report(parsed, job_dir)
-        return Analysis(job_dir, job_id, tables_of(parsed.con) if keep_tables else {}, report)
+        job_id, _, report = decide_and_report(parsed, inputs)
+        return Analysis(parsed.paths[0], job_id, tables_of(parsed.con) if keep_tables else {}, report)
     finally:
         _close(parsed)

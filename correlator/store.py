@@ -324,14 +324,22 @@ def ingest(analysis: AnalysisLike, db_path: Path | None = None, *, timeout: floa
 
 def query(db_path: Path | None, sql: str, write: bool = False, *, timeout: float | None = None) -> tuple[list[str], list[tuple]]:
     """Run `sql` (the last statement's result is returned); read-only unless `write`."""
+    if not _has_statement(sql):
+        raise StoreError("empty query: give a SQL statement, e.g. correlator sql \"select * from incidents\"")
     with _open(db_path, write=write, timeout=timeout) as con:
         try:
             cursor = con.execute(sql)
         except duckdb.Error as error:
             raise StoreError(first_line(error)) from None
-        if cursor.description is None:
+        if cursor is None or cursor.description is None:
             return [], []
         return [column[0] for column in cursor.description], cursor.fetchall()
+
+
+def _has_statement(sql: str) -> bool:
+    """Whether `sql` holds anything but blanks, `;` and comments (DuckDB returns no cursor for those)."""
+    text = re.sub(r"--[^\n]*|/\*.*?(\*/|$)", " ", sql, flags=re.S)
+    return bool(text.replace(";", " ").strip())
 
 
 HISTORY_COLUMNS = (
@@ -368,7 +376,12 @@ def load_report(db_path: Path | None, job_id_or_key: str, *, timeout: float | No
 
 def _claim_export_dir(out_dir: Path) -> None:
     """Accept a new/empty directory or a previous export (replaced table by table); refuse anything else."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise StoreError(f"{out_dir} is a file, not a directory; choose an empty directory")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreError(f"cannot create {out_dir}: {error.strerror or first_line(error)}") from None
     marker = out_dir / EXPORT_MARKER
     if marker.exists():
         for name in ("incidents", *TABLES):
@@ -379,22 +392,30 @@ def _claim_export_dir(out_dir: Path) -> None:
     marker.write_text(json.dumps({"complete": False}) + "\n")
 
 
+PARTITION = "month"
+# The month (UTC) an incident happened in, as the views count it: its last log line, else its analysis.
+INCIDENT_MONTH = "strftime(coalesce(i.last_event_at, i.analysed_at), '%Y-%m')"
+EMPTY_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # Hive's name for a null partition value (DuckDB, Spark, Trino read it so)
+
+
 def _export_select(name: str) -> str:
-    month = "strftime(i.analysed_at, '%Y-%m') AS analysed_month"
+    month = f"{INCIDENT_MONTH} AS {PARTITION}"
     if name == "incidents":
         return f"SELECT i.*, {month} FROM incidents i"
     return f"SELECT t.*, {month} FROM {name} t JOIN incidents i USING (job_key)"
 
 
 def export_parquet(db_path: Path | None, out_dir: Path, *, timeout: float | None = None) -> dict[str, int]:
-    """Write every table as Hive-partitioned Parquet, `out_dir/<table>/analysed_month=YYYY-MM/*.parquet`.
+    """Write every table as Hive-partitioned Parquet, `out_dir/<table>/month=YYYY-MM/*.parquet`.
 
-    Partitioned by the month of analysis rather than by job: the partition count stays bounded (one per
-    month instead of one per job, which Hive metastores and Spark's file listing handle poorly), files stay
-    large, and "incidents since March" prunes partitions. Rows are sorted by job_key so Parquet row-group
-    statistics still make one-job lookups cheap. Tables with no rows get no directory.
-    `_correlator_export.json` records the row counts and says whether the export completed.
-    Returns the row count per table.
+    Partitioned by the month the incident happened in (UTC, of its last log line, else of its analysis:
+    the months of the views), rather than by job: the partition count stays bounded (one per month instead
+    of one per job, which Hive metastores and Spark's file listing handle poorly), files stay large, and
+    "incidents since March" prunes partitions. Rows are sorted by job_key so Parquet row-group statistics
+    still make one-job lookups cheap. A table with no rows is written too, as one empty file under
+    `month=__HIVE_DEFAULT_PARTITION__` (a null month), so a query over `<table>/**` finds its columns
+    instead of no file. `_correlator_export.json` records the row counts and says whether the export
+    completed. Returns the row count per table.
     """
     out_dir = Path(out_dir)
     counts = {}
@@ -402,12 +423,18 @@ def export_parquet(db_path: Path | None, out_dir: Path, *, timeout: float | None
         _claim_export_dir(out_dir)
         for name in ("incidents", *TABLES):
             counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+            target = str(out_dir / name).replace("'", "''")
             if counts[name]:
-                target = str(out_dir / name).replace("'", "''")
                 con.execute(
-                    f"COPY ({_export_select(name)} ORDER BY job_key) TO '{target}' (FORMAT parquet, PARTITION_BY (analysed_month))"
+                    f"COPY ({_export_select(name)} ORDER BY job_key) TO '{target}' (FORMAT parquet, PARTITION_BY ({PARTITION}))"
                 )
+            else:
+                (out_dir / name / f"{PARTITION}={EMPTY_PARTITION}").mkdir(parents=True)
+                con.execute(f"COPY (SELECT * FROM {name} LIMIT 0) TO '{target}/{PARTITION}={EMPTY_PARTITION}/data_0.parquet' "
+                            "(FORMAT parquet)")
         version = _meta(con)["schema_version"]
-    marker = {"complete": True, "schema_version": int(version), "exported_at": datetime.now(timezone.utc).isoformat(), "rows": counts}
+    marker = {"complete": True, "schema_version": int(version), "exported_at": datetime.now(timezone.utc).isoformat(),
+              "partitioned_by": f"{PARTITION}: the month (UTC) of the incident's last log line, else of its analysis",
+              "rows": counts}
     (out_dir / EXPORT_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
     return counts

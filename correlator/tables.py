@@ -57,6 +57,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     # Desync report (TORCH_NCCL_DESYNC_DEBUG): which PG ranks lagged, as the reporting rank saw it.
     "desync": pa.schema(_WHERE + _WHO + [
         ("ranks", pa.string()), ("verdict", pa.string()), ("seq", pa.int64()), ("next", pa.int64()), ("ts", TS),
+        ("pg", pa.string()),            # the process group the report speaks of, where it says (else the default PG)
     ]),
     # Mismatches named by the runtime itself: DETAIL fingerprints (0-based SequenceNumber), DDP params.
     "mismatches": pa.schema(_WHERE + _WHO + [
@@ -81,6 +82,36 @@ SCHEMAS: dict[str, pa.Schema] = {
     "exits": pa.schema(_WHERE + _WHO + [
         ("task", pa.int64()), ("exit_code", pa.int64()), ("signal", pa.int64()),
         ("reason", pa.string()), ("source", pa.string()), ("ts", TS), ("text", pa.string()),
+    ]),
+    # Flight Recorder dumps, as they are (parsers/flight_recorder.py); queries/fr_*.sql match them
+    # across ranks. One row per dump file:
+    "fr_dumps": pa.schema([
+        ("file", pa.string()), ("host", pa.string()), ("rank", pa.int64()), ("version", pa.string()),
+        ("entries", pa.int64()),
+        ("first_record_id", pa.int64()),   # > 0: the ring buffer dropped older entries
+        ("has_state", pa.bool_()),         # some entry started or completed (gloo records neither)
+    ]),
+    # One row per process group of a dump's pg_config: the GLOBAL ranks of its members.
+    "fr_groups": pa.schema([
+        ("file", pa.string()), ("rank", pa.int64()), ("pg_name", pa.string()), ("pg_desc", pa.string()),
+        ("ranks", pa.list_(pa.int64())),
+    ]),
+    # One row per dump entry (line = entry index + 1, as in events).
+    "fr_entries": pa.schema(_WHERE + [
+        ("host", pa.string()), ("rank", pa.int64()), ("record_id", pa.int64()),
+        ("pg_id", pa.int64()), ("pg_name", pa.string()), ("pg_desc", pa.string()),
+        ("collective_seq_id", pa.int64()), ("p2p_seq_id", pa.int64()), ("op_id", pa.int64()),
+        ("is_p2p", pa.bool_()),
+        ("profiling_name", pa.string()),
+        ("fr_op", pa.string()),            # the name after the backend prefix, lower case: all_reduce, send, coalesced
+        ("op", pa.string()),               # PyTorch's OpType name (ALLREDUCE, SEND, ...), as in `collectives`
+        ("marker", pa.bool_()),            # the entry that closes a coalesced group (nccl:coalesced, nccl:ALLGATHER_coalesced)
+        ("local_src", pa.int64()), ("local_dst", pa.int64()),   # p2p: group-local ranks from `send 1->2` / `recv 2<-1`
+        ("in_sizes", pa.string()), ("out_sizes", pa.string()),  # the shapes, as compact JSON
+        ("in_numel", pa.int64()), ("out_numel", pa.int64()),
+        ("in_count", pa.int64()), ("out_count", pa.int64()),    # tensors in the input / output lists
+        ("in_dtypes", pa.string()), ("out_dtypes", pa.string()),
+        ("state", pa.string()), ("retired", pa.bool_()), ("timeout_ms", pa.int64()), ("ts", TS),
     ]),
 }
 

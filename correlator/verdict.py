@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 
+from .counters import seq_label
 from .report.ranges import compress
 
 HERE = Path(__file__).parent
@@ -62,16 +63,23 @@ def _one(con: duckdb.DuckDBPyConnection, sql: str):
     return row[0] if row else None
 
 
+def _at(con: duckdb.DuckDBPyConnection, sql: str) -> str | None:
+    """`SequenceNumber=11 on PG 0`: where a collective is, as the log prints its counter."""
+    row = con.execute(sql).fetchone()
+    if not row or row[2] is None:
+        return None
+    return f"{seq_label(row[1], row[2])} on PG {row[0]}"
+
+
 def facts(con: duckdb.DuckDBPyConnection) -> dict:
     """Named facts the summaries and the unknown verdict speak of."""
     f = {
         "nranks": _one(con, "select n from world_size"),
         "last_step": _one(con, "select max(last_step) from rank_facts"),
-        "what": _one(con, "select any_value(what) from mismatch_minority"),
+        "what": _one(con, "select coalesce((select any_value(what) from mismatch_minority), (select any_value(what) from mismatch_votes))"),
         "norm": _one(con, "select any_value(norm) from mismatch_minority"),
-        "div_pg": _one(con, "select pg from divergence"), "div_seq": _one(con, "select seq from divergence"),
-        "stalled_pg": _one(con, "select pg from first_stalled"),
-        "stalled_seq": _one(con, "select last_seq from first_stalled"),
+        "div_at": _at(con, "select pg, counter, seq from divergence"),
+        "stalled_at": _at(con, "select pg, counter, last_seq from first_stalled") or "before its first collective",
         "own_error": _one(con, "select text from rank_events where error_class = 'own' order by ts nulls last, file, line limit 1"),
         "scheduler_note": _one(con, "select text from exits where reason in ('time_limit', 'cancelled', 'preemption', "
                                     "'node_failure', 'scancel', 'timeout') order by ts nulls last, source <> 'slurmstepd' limit 1"),
@@ -84,9 +92,46 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "straggler_lag": _one(con, "select round(max(lag_ms)) from straggler_ranks"),
         "minority_call": _one(con, "select any_value(call) from call_minority"),
         "majority_call": _one(con, "select any_value(majority_call) from call_minority"),
+        "error_lines": _one(con, "select count(*) from error_lines"),
     }
-    f["norm_note"] = f"the others have {f['norm']}" if f["norm"] else "see evidence"
+    f["norm_note"] = _difference(_one(con, "select any_value(value) from mismatch_minority"), f["norm"])
+    f.update(fr_facts(con))
     return f
+
+
+def _fields(fingerprint: str) -> dict[str, str]:
+    """`OpType=ALLREDUCE, TensorShape=[3], TensorDtypes=Float, ...` -> {field: value}; commas
+    inside brackets or parentheses (TensorOptions(dtype=float, ...)) belong to their value."""
+    fields, depth, start = {}, 0, 0
+    for i, ch in enumerate(fingerprint + ","):
+        depth += ch in "([" and 1 or ch in ")]" and -1 or 0
+        if ch == "," and depth == 0:
+            key, _, value = fingerprint[start:i].strip().partition("=")
+            if key:
+                fields[key] = value
+            start = i + 1
+    return fields
+
+
+def _difference(value: str | None, norm: str | None) -> str:
+    """Which field of the culprits' collective differs from the others', with both values."""
+    if not value or not norm:
+        return f"the others have {norm}" if norm else "see evidence"
+    mine, theirs = _fields(value), _fields(norm)
+    differ = [k for k in dict.fromkeys([*theirs, *mine]) if mine.get(k) != theirs.get(k)]
+    if not differ or not (set(mine) & set(theirs)):   # not fingerprints (a DDP parameter count)
+        return f"{value} where the others have {norm}"
+    return "; ".join(f"{k}={mine.get(k, '(none)')} where the others have {k}={theirs.get(k, '(none)')}" for k in differ)
+
+
+def fr_facts(con: duckdb.DuckDBPyConnection) -> dict:
+    """The Flight Recorder divergence's facts (queries/fr_findings.sql: fr_facts), named fr_*."""
+    try:
+        cur = con.execute("select * from fr_facts")
+    except duckdb.CatalogException:   # the FR stages did not run (a partial pipeline)
+        return {}
+    row = cur.fetchone()
+    return dict(zip((d[0] for d in cur.description), row)) if row else {}
 
 
 def _missing_facts(f: dict) -> list[str]:
@@ -117,11 +162,17 @@ def decide(con: duckdb.DuckDBPyConnection) -> Verdict:
             continue
         culprits = sorted({r for r in ranks if r >= 0})
         f["culprits"] = compress(culprits) if culprits else "none"
-        summary = rule.summary.format_map(_Defaulting(f))
-        missing = [m.format_map(_Defaulting(f)) for m in rule.missing_facts]
+        said = _Defaulting({k: v for k, v in f.items() if v is not None})
+        summary = rule.summary.format_map(said)
+        missing = [m.format_map(said) for m in rule.missing_facts]
         return Verdict(rule.kind, rule.name, culprits, rule.confidence, summary, f, missing, list(rule.alternative_kinds))
-    return Verdict("unknown", None, [], "low",
-                   "the logs do not show which rank started the failure", f, _missing_facts(f))
+    readings = [r[0] for r in con.execute("select reading from error_readings order by position").fetchall()]
+    if f["error_lines"]:
+        summary = (f"{f['error_lines']} error line(s), but the logs do not show which rank started the failure"
+                   + (f"; best reading: {readings[0].replace('_', ' ')}" if readings else ""))
+    else:
+        summary = "no failure in the logs, but nothing shows the run ended well either (no clean exits, final step or COMPLETED)"
+    return Verdict("unknown", None, [], "low", summary, f, _missing_facts(f), readings)
 
 
 class _Defaulting(dict):
@@ -138,7 +189,13 @@ def evidence(con: duckdb.DuckDBPyConnection, verdict: Verdict) -> list[dict]:
                                join aligned_events e using (file, line) order by q.k limit ?""",
                            [EVIDENCE_ROWS]).fetchall()
         return [{"file": f, "line": l, "rank": r, "text": t} for f, l, r, t in rows]
-    kinds = list(rule.evidence_kinds) if rule else ["traceback", "gloo_timeout", "watchdog_timeout"]
+    if rule is None:  # undecided: the error lines, one of each kind first, earliest first
+        rows = con.execute("""select file, line, rank, text from (
+                                  select *, row_number() over (partition by kind order by ts nulls last, file, line) as nth
+                                  from error_lines)
+                              order by nth > 1, ts nulls last, file, line limit ?""", [EVIDENCE_ROWS]).fetchall()
+        return [{"file": f, "line": l, "rank": r, "text": t} for f, l, r, t in rows]
+    kinds = list(rule.evidence_kinds)
     culprits = verdict.culprit_ranks or [-1]
     rows = con.execute(
         """select file, line, rank, text from timeline_events

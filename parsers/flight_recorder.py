@@ -8,6 +8,11 @@ so findings cite `file:N`), and `pg_status` rows from the dump's last enqueued /
 `pg` is the entry's `pg_id`: the process group's local id, the `i` of PyTorch's `[PG ID i PG GUID g …]`
 log prefix (the FR `process_group` tuple holds the GUID `g` and the description).
 
+The dump as it is also goes to `fr_dumps`, `fr_groups` (pg_config: each group's global ranks) and
+`fr_entries` (every entry, with its op, peers, shapes and state), which queries/fr_*.sql match
+across ranks with Flight Recorder's own semantics; a `processes` row carries the world size that
+the default group's pg_config states, so a rank that left no dump is still a rank of the job.
+
 Dumps are untrusted: the pickle is read by an unpickler that resolves no global at all, so only
 dicts, lists, tuples, strings, numbers, booleans and None can come out of it, and nothing runs.
 """
@@ -22,6 +27,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from correlator.discover import sniff
+from correlator.tables import SCHEMAS
 
 from .files import FileResult, WholeFileParser, register
 
@@ -29,10 +35,17 @@ SOURCE = "flight_recorder"
 _NAME = re.compile(r"(?:^|[_.-])(?:fr|nccl_trace)(?:[_.-]|$)|trace_rank_", re.I)
 _JSON_KEYS = (b'"entries"', b'"pg_config"', b'"version"', b'"collective_seq_id"', b'"profiling_name"')
 _RANK_AT_END = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle))?$")
+# `host-a_3`, `node7-12.json`: a host, then the rank (names like nccl_trace_rank_3 or fr_dump_7 name no host)
+_HOST_RANK = re.compile(r"^(?P<host>[A-Za-z][\w.-]*?)[_-]\d+(?:\.(?:json|pkl|pickle))?$")
+_NOT_A_HOST = re.compile(r"(?:^|[_.-])(?:fr|nccl|trace|rank|dump|comm|lib|torchcomms)(?:[_.-]|$)", re.I)
+_PEERS = re.compile(r"(\d{1,9})\s*(->|<-)\s*(\d{1,9})")
+_MARKER = re.compile(r"^(?:coalesced|[A-Z_]+_coalesced)$")   # nccl:coalesced, nccl:ALLGATHER_coalesced
+_STATES = ("scheduled", "started", "completed")
 _COMPRESSION = re.compile(r"\.(?:gz|zst)$")
 _MODULE_ALIASES = {"posix": "os", "nt": "os"}   # how os.system and friends are pickled
 INT64 = (-(1 << 63), (1 << 63) - 1)
 MAX_TENSORS, MAX_DIMS = 256, 16   # per entry; anything beyond is not a real shape list
+MAX_GROUPS, MAX_MEMBERS = 65_536, 4_000_000   # pg_config groups, and their members over all groups
 # Far above any ring buffer in use (TORCH_FR_BUFFER_SIZE is ~2000 by default); a pickle can repeat
 # one shared entry millions of times for a couple of bytes each, so the count is bounded, not the bytes.
 MAX_ENTRIES = 200_000
@@ -80,6 +93,8 @@ def load_dump(data: bytes) -> dict:
     else:
         # buffers=None: protocol-5 out-of-band buffers are refused by the unpickler itself.
         dump = _PlainDataUnpickler(io.BytesIO(data)).load()
+    if isinstance(dump, dict) and "entries" not in dump and "version" in dump and "pg_config" in dump:
+        dump["entries"] = []   # a JSON dump of a rank that recorded nothing has no `entries` key
     if not isinstance(dump, dict) or not isinstance(dump.get("entries"), list):
         raise ValueError("not a Flight Recorder dump: no 'entries' list at the top level")
     for key in ("entries", "pg_status"):
@@ -93,7 +108,9 @@ def claims(path: str, head: bytes) -> bool:
         return True   # never parsed as text anyway; this way a hostile one is named, not just skipped
     start = head.lstrip()[:1]
     if start == b"{":
-        return b'"entries"' in head and any(key in head for key in _JSON_KEYS[1:])
+        if b'"entries"' in head and any(key in head for key in _JSON_KEYS[1:]):
+            return True
+        return b'"pg_config"' in head and b'"version"' in head and (b'"pg_status"' in head or b'"comm_lib_version"' in head)
     name = path.replace("!", "/").rsplit("/", 1)[-1]
     return bool(_NAME.search(name)) and sniff(head) == "binary"   # e.g. a protocol-0/1 pickle
 
@@ -113,11 +130,11 @@ def _str(value, limit: int = 200) -> str | None:
 
 def _numel(sizes) -> int | None:
     """Elements over all input tensors, from `input_sizes` ([[d0, d1, …], …])."""
-    if not isinstance(sizes, list) or len(sizes) > MAX_TENSORS:
+    if not isinstance(sizes, (list, tuple)) or len(sizes) > MAX_TENSORS:
         return None
     total = 0
     for shape in sizes:
-        if not isinstance(shape, list) or len(shape) > MAX_DIMS:
+        if not isinstance(shape, (list, tuple)) or len(shape) > MAX_DIMS:
             return None
         numel = 1
         for dim in map(_int, shape):
@@ -128,11 +145,39 @@ def _numel(sizes) -> int | None:
     return total if total <= INT64[1] else None
 
 
+def _shapes(sizes) -> str | None:
+    """`input_sizes` as compact JSON ([[4],[4]]), when it is a real shape list."""
+    if not isinstance(sizes, (list, tuple)) or len(sizes) > MAX_TENSORS:
+        return None
+    shapes = []
+    for shape in sizes:
+        if not isinstance(shape, (list, tuple)) or len(shape) > MAX_DIMS:
+            return None
+        dims = [_int(d) for d in shape]
+        if any(d is None or d < 0 for d in dims):
+            return None
+        shapes.append(dims)
+    return json.dumps(shapes, separators=(",", ":"))
+
+
+def _count(values) -> int | None:
+    return min(len(values), MAX_TENSORS + 1) if isinstance(values, (list, tuple)) else None
+
+
 def _dtype(dtypes) -> str | None:
+    if isinstance(dtypes, str):   # hand-made dumps write one dtype for all tensors
+        dtypes = [dtypes]
     if not isinstance(dtypes, list) or not dtypes:
         return None
     names = {d for d in dtypes[:MAX_TENSORS] if isinstance(d, str)}
     return ",".join(sorted(names))[:100] or None
+
+
+def fr_name(profiling_name) -> str | None:
+    """The op as Flight Recorder names it, without the backend: `nccl:send 0->1` -> send."""
+    if not isinstance(profiling_name, str):
+        return None
+    return profiling_name.split(":", 1)[-1].split(" ", 1)[0].strip()[:64] or None
 
 
 def normalise_op(profiling_name) -> str | None:
@@ -162,6 +207,15 @@ def dump_rank(dump: dict, result: FileResult) -> int | None:
     return rank
 
 
+def dump_host(result: FileResult) -> str | None:
+    """The host the path states, or the one a `<host>_<rank>` file name gives."""
+    if host := result.hints.get("host"):
+        return host
+    name = _COMPRESSION.sub("", result.path.replace("!", "/").rsplit("/", 1)[-1])
+    m = _HOST_RANK.match(name)
+    return m["host"][:100] if m and not _NOT_A_HOST.search(m["host"]) else None
+
+
 class _PgRanks:
     """A global rank's rank inside a PG, from pg_config (`ranks` is a string like "[0, 1]").
 
@@ -177,10 +231,28 @@ class _PgRanks:
         ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
         if not isinstance(ranks, str):
             return None
+        return self._members(ranks).get(rank)
+
+    def _members(self, ranks: str) -> dict[int, int]:
         if ranks not in self.parsed:
-            members = [int(r) for r in re.findall(r"\d{1,19}", ranks)]
+            members = [int(r) for r in re.findall(r"\d{1,19}", ranks[:1_000_000]) if int(r) <= INT64[1]]
             self.parsed[ranks] = {r: i for i, r in reversed(list(enumerate(members)))}
-        return self.parsed[ranks].get(rank)
+        return self.parsed[ranks]
+
+    def groups(self, file: str, rank: int | None) -> list[dict]:
+        """One fr_groups row per pg_config entry: its name, description and members in order (the
+        group-local rank i is member i). Bounded: a hostile dump can list huge member strings."""
+        rows, budget = [], MAX_MEMBERS
+        for key, cfg in list(self.config.items())[:MAX_GROUPS]:
+            if not isinstance(cfg, dict):
+                continue
+            name, ranks = cfg.get("name"), cfg.get("ranks")
+            members = self._members(ranks) if isinstance(ranks, str) else {}
+            listed = sorted(members, key=members.get)[:budget]
+            budget -= len(listed)
+            rows.append(dict(file=file, rank=rank, pg_name=_str(name if isinstance(name, str) else key),
+                             pg_desc=_str(cfg.get("desc")), ranks=listed))
+        return rows
 
 
 def _guid(entry: dict) -> str | None:
@@ -205,6 +277,57 @@ def _entry_row(index: int, entry: dict, who: dict, pg_ranks: _PgRanks) -> dict:
         timeout_ms=_int(entry.get("timeout_ms")),
         ts=_utc(entry.get("time_created_ns")),
     )
+
+
+def _fr_entry(index: int, entry: dict, who: dict) -> dict:
+    name = entry.get("profiling_name")
+    op = fr_name(name)
+    group = entry.get("process_group")
+    seq = _int(entry.get("collective_seq_id"))
+    if seq is None:
+        seq = _int(entry.get("seq_id"))   # dumps before collective_seq_id
+    is_p2p = entry.get("is_p2p")
+    if not isinstance(is_p2p, bool) or (not is_p2p and op in ("send", "recv")):
+        is_p2p = op in ("send", "recv")   # older dumps, and TorchComms (which records every op as a collective)
+    src = dst = None
+    if op in ("send", "recv") and isinstance(name, str) and (m := _PEERS.search(name)):
+        a, arrow, b = int(m[1]), m[2], int(m[3])
+        src, dst = (a, b) if arrow == "->" else (b, a)
+    state = entry.get("state")
+    retired = entry.get("retired")
+    return dict(
+        file=who["file"], line=index + 1, host=who["host"], rank=who["rank"],
+        record_id=_int(entry.get("record_id")), pg_id=_int(entry.get("pg_id")),
+        pg_name=_str(group[0]) if isinstance(group, (list, tuple)) and group else None,
+        pg_desc=_str(group[1]) if isinstance(group, (list, tuple)) and len(group) > 1 else None,
+        collective_seq_id=seq, p2p_seq_id=_int(entry.get("p2p_seq_id")), op_id=_int(entry.get("op_id")),
+        is_p2p=is_p2p, profiling_name=_str(name, 120), fr_op=op, op=normalise_op(name),
+        marker=bool(op and _MARKER.match(op)), local_src=src, local_dst=dst,
+        in_sizes=_shapes(entry.get("input_sizes")), out_sizes=_shapes(entry.get("output_sizes")),
+        in_numel=_numel(entry.get("input_sizes")), out_numel=_numel(entry.get("output_sizes")),
+        in_count=_count(entry.get("input_sizes")), out_count=_count(entry.get("output_sizes")),
+        in_dtypes=_dtype(entry.get("input_dtypes")), out_dtypes=_dtype(entry.get("output_dtypes")),
+        state=state if state in _STATES else None, retired=retired if isinstance(retired, bool) else None,
+        timeout_ms=_int(entry.get("timeout_ms")), ts=_utc(entry.get("time_created_ns")),
+    )
+
+
+def _p2p_markers(rows: list[dict]) -> None:
+    """The `coalesced` marker that closes a batch of sends/recvs is a p2p entry, where the dump does
+    not say so (is_p2p missing or false): it follows the group's p2p ops."""
+    last: dict = {}
+    for row in rows:
+        if row["marker"] and not row["is_p2p"] and last.get(row["pg_name"], False):
+            row["is_p2p"] = True
+        if not row["marker"]:
+            last[row["pg_name"]] = row["is_p2p"]
+
+
+def _world_size(groups: list[dict], rank: int | None) -> int | None:
+    """The default group's size: the group named default_pg (or "0"), else the largest one the rank is in."""
+    mine = [g for g in groups if g["ranks"] and (rank is None or rank in g["ranks"])]
+    default = [g for g in mine if g["pg_desc"] == "default_pg" or g["pg_name"] == "0"]
+    return max((len(g["ranks"]) for g in default or mine), default=None)
 
 
 def _entry_text(row: dict, entry: dict) -> str:
@@ -241,7 +364,7 @@ def _event(row: dict, kind: str, text: str) -> dict:
 
 def parse(data: bytes, result: FileResult) -> None:
     dump = load_dump(data)
-    who = dict(file=result.path, host=result.hints.get("host"), rank=dump_rank(dump, result),
+    who = dict(file=result.path, host=dump_host(result), rank=dump_rank(dump, result),
                local_rank=result.hints.get("local_rank"))
     pg_ranks = _PgRanks(dump.get("pg_config"))
     entries = [(i, e) for i, e in enumerate(dump["entries"]) if isinstance(e, dict)]
@@ -254,6 +377,21 @@ def parse(data: bytes, result: FileResult) -> None:
     events += [_event(s, "fr_pg_status", f"FR pg_status pg={s['pg']} last_enqueued={s['last_enqueued']} "
                       f"last_started={s['last_started']} last_completed={s['last_completed']}")
                for s in status]
+    fr_rows = [_fr_entry(i, e, who) for i, e in entries]
+    _p2p_markers(fr_rows)
+    groups = pg_ranks.groups(result.path, who["rank"])
+    record_ids = [r["record_id"] for r in fr_rows if r["record_id"] is not None]
+    version = dump.get("version")
+    result.add("fr_dumps", pa.Table.from_pylist([dict(
+        file=result.path, host=who["host"], rank=who["rank"],
+        version=_str(version, 20) if isinstance(version, str) else (str(version)[:20] if _int(version) is not None else None),
+        entries=len(fr_rows), first_record_id=min(record_ids, default=None),
+        has_state=any(r["state"] in ("started", "completed") for r in fr_rows))]))
+    result.add("fr_groups", pa.Table.from_pylist(groups, schema=SCHEMAS["fr_groups"]))
+    result.add("fr_entries", pa.Table.from_pylist(fr_rows, schema=SCHEMAS["fr_entries"]))
+    if who["rank"] is not None and (world := _world_size(groups, who["rank"])):
+        result.add("processes", pa.Table.from_pylist([dict(
+            file=result.path, line=1, host=who["host"], rank=who["rank"], world_size=world, source=SOURCE)]))
     result.add("collectives", pa.Table.from_pylist(rows))
     result.add("pg_status", pa.Table.from_pylist([{k: v for k, v in s.items() if k != "last_started"}
                                                   for s in status]))

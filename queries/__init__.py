@@ -27,14 +27,26 @@ STAGES = (
     ("year_of_undated", {}),
     *(("apply_year_shift", {"table": t}) for t in ("collectives", "progress", "exits", "pg_status", "desync", "mismatches", "comms")),
     ("apply_year_shift_events", {}),
+    ("fr_reports", {}),
+    ("inline_ranks", {}),
     ("identity", {}),
     ("task_is_rank", {}),
     *(("apply_identity", {"table": t}) for t in ("events", "progress", "exits", "collectives", "pg_status", "desync", "mismatches")),
     *(("pg_rank_is_global", {"table": t}) for t in ("collectives", "pg_status")),
+    ("mismatch_rows", {}),
     ("world", {}),
+    ("error_lines", {}),
+    # Flight Recorder dumps matched across ranks; fr_canonical rewrites their `collectives` rows
+    # so that the queries below read them with FR's semantics.
+    ("fr_groups", {}),
+    ("fr_ops", {}),
+    ("fr_collectives", {}),
+    ("fr_p2p", {}),
+    ("fr_canonical", {}),
     ("last_seq", {}),
     ("first_stalled", {}),
     ("divergence", {}),
+    ("fr_findings", {}),
     ("mismatch_votes", {}),
     ("rank_facts", {}),
     ("clock_offsets", {}),
@@ -46,6 +58,16 @@ STAGES = (
 )
 
 
+# The stages that only Flight Recorder dumps feed; without a dump, `fr_none` creates the outputs
+# the rest reads, empty.
+FR_STAGES = frozenset({"fr_groups", "fr_ops", "fr_collectives", "fr_p2p", "fr_canonical", "fr_findings"})
+
+
 def run_all(con: duckdb.DuckDBPyConnection) -> None:
+    has_fr = con.execute("select exists (select 1 from fr_dumps)").fetchone()[0]
     for name, params in STAGES:
+        if name in FR_STAGES and not has_fr:
+            if name == "fr_findings":
+                run(con, "fr_none")
+            continue
         run(con, name, **params)

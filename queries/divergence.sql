@@ -4,6 +4,18 @@
 -- without op: one row per rank first. NCCL's COLL rows (millions) are whole and said once per
 -- rank (a tee'd copy is the same row), so they are grouped directly: grouping by (seq, rank)
 -- first would cost seconds on a 1 GB log.
+-- A rank that wrote lines of its own (beyond NCCL's start-up chatter) but no counter was alive
+-- and not in the collective, and so
+-- is one the runtime names as never having joined it (desync report, monitored barrier, the FR
+-- analyzer's missing ranks), in the PG it names; a rank whose logs are missing (known only from
+-- the world size) may have issued it: nobody can say.
+-- NCCL's own INFO lines are start-up chatter: they say a process existed, not where it was at the hang.
+create or replace temp table speaking_ranks as
+select distinct '0' as pg, rank from events where rank is not null and source <> 'nccl'
+union
+select distinct coalesce(pg, '0'), cast(trim(r) as bigint) from desync, unnest(string_split(ranks, ',')) as t(r)
+where verdict in ('never_joined', 'not_joined', 'monitored_barrier') and trim(r) <> '';
+
 create or replace temp table issued as
 select pg, counter, seq, rank, any_value(op) as op, any_value(numel_in) as numel, any_value(dtype) as dtype
 from seq_rows where state in ('issued', 'timeout', 'scheduled', 'started', 'completed') and counter <> 'nccl_opcount'
@@ -20,14 +32,16 @@ select pg, counter, seq, op, numel, dtype, ranks, len(ranks) as n from (
 create or replace temp table divergence_all as
 with split as (  -- seqs where ranks issued different things
     select pg, counter, seq from seq_groups group by pg, counter, seq having count(*) > 1
-), behind as (  -- the seq after the lowest last seq, when some ranks went further
-    select pg, counter, min(last_seq) + 1 as seq from last_seq
-    group by pg, counter having max(last_seq) > min(last_seq)
-), silent as (  -- ranks of the world with no row at all in the default PG: the seq the others waited in
-    select pg, counter, min(seq) as seq from seq_rows
-    where pg = '0' and state = 'timeout'
-      and exists (select 1 from world w where w.rank not in (select rank from last_seq l where l.pg = '0'))
-    group by pg, counter
+), behind as (  -- the seq after the lowest last seq of a rank that may be behind, when others went further
+    select b.pg, b.counter, min(b.last_seq) + 1 as seq from may_be_behind b
+    join (select pg, counter, max(last_seq) as max_seq from last_seq group by pg, counter) g using (pg, counter)
+    group by b.pg, b.counter having max(g.max_seq) > min(b.last_seq)
+), silent as (  -- speaking ranks of a PG with no row at all in it: the seq the others waited in
+    select s.pg, s.counter, min(s.seq) as seq from seq_rows s
+    where s.state = 'timeout'
+      and exists (select 1 from speaking_ranks w where w.pg = s.pg
+                  and w.rank not in (select rank from last_seq l where l.pg = s.pg and l.counter = s.counter))
+    group by s.pg, s.counter
 ), missing as (select * from behind union all select * from silent)
 select pg, counter, min(seq) as seq, arg_min(kind = 'split', seq) as split,
        (select count(distinct rank) from last_seq l where l.pg = d.pg and l.counter = d.counter) as coverage

@@ -3,7 +3,7 @@
 -- Only counters that at least two ranks report can say who is behind.
 create or replace temp table behind as
 select l.*, g.max_seq, g.ranks
-from last_seq l join (
+from may_be_behind l join (
     select pg, counter, max(last_seq) as max_seq, count(*) as ranks
     from last_seq group by pg, counter having count(*) >= 2
 ) g using (pg, counter)

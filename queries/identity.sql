@@ -7,8 +7,9 @@ create or replace temp table rank_by_pid as
 select host, pid, min(rank) as rank from (
     select host, pid, rank from processes where rank is not null and pid is not null
     union all
+    -- the world communicator (the largest): NCCL before 2.18 prints no commId
     select host, pid, rank from comms
-    where nranks = (select max(nranks) from comms) and comm_id is not null
+    where nranks = (select max(nranks) from comms) and rank is not null
 ) group by host, pid having count(distinct rank) = 1;
 
 -- A pid alone, where it names one rank in the whole job: torchrun's failure table and its agent

@@ -30,3 +30,11 @@ select pg, counter, rank, min(host) as host,
        arg_max(file, (seq, file, line)) as file, arg_max(line, (seq, file, line)) as line,
        bool_or(state = 'timeout') as timed_out
 from seq_rows group by pg, counter, rank;
+
+-- The ranks that may be behind: a rank whose last row is its watchdog firing in the oldest
+-- collective any rank timed out in was waiting in it, not behind it; its watchdog names the
+-- collective it waited in, not the last one it enqueued.
+create or replace temp table may_be_behind as
+select l.* from last_seq l
+where not (l.timed_out and l.last_seq >= coalesce(
+    (select min(seq) from seq_rows s where s.pg = l.pg and s.counter = l.counter and s.state = 'timeout'), l.last_seq + 1));

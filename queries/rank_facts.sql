@@ -4,8 +4,8 @@
 -- A view: its readers take a few columns of it; a table copied every event's text (1 GB: 0.1 s).
 create or replace temp view rank_events as
 select e.*, case
-    when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure') then 'own'
-    when kind in ('gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed',
+    when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error') then 'own'
+    when kind in ('nccl_remote_error', 'gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed',
                   'nccl_net_error', 'watchdog_abort', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',
                   'dump_signal', 'terminate_called', 'monitored_barrier_failed',
                   'monitored_barrier_peer_error', 'desync_lagging_never_joined', 'desync_lagging_unfinished',

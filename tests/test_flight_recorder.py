@@ -189,3 +189,32 @@ def test_claims_only_dumps(tmp_path):
 def test_pickle_protocol_oddities_are_refused(data, message):
     with pytest.raises((pickle.UnpicklingError, ValueError), match=message):
         load_dump(data)
+
+
+def test_fr_tables_keep_the_dump_as_it_is(tmp_path):
+    """fr_dumps / fr_groups / fr_entries: peers from the names, p2p where the dump omits is_p2p,
+    the marker of a batch of sends/recvs as p2p, a host from `<host>_<rank>`, hand-made values
+    (seq ids as strings, one dtype string), and a JSON dump with no entries at all."""
+    send = {"pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": "3", "p2p_seq_id": "7",
+            "profiling_name": "nccl:send 1->2", "input_sizes": [(4, 4)], "output_sizes": [[4, 4]],
+            "input_dtypes": "float32", "state": "started", "record_id": 12}
+    marker = dict(send, profiling_name="nccl:coalesced", input_sizes=[], output_sizes=[], record_id=13)
+    dump = {"version": "2.4", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"}},
+            "entries": [send, marker]}
+    _write(tmp_path, "host-a_1", pickle.dumps(dump, protocol=2))
+    empty = {"version": "2.10", "pg_config": {"0": {"desc": "default_pg", "name": "0", "ranks": "[0,1,2,3]"}},
+             "pg_status": {}, "comm_lib_version": "2.21.5"}
+    _write(tmp_path, "nccl_trace_rank_3.json", json.dumps(empty).encode())
+    results = parse_dir(tmp_path)
+    rows = table(results["host-a_1"], "fr_entries").select(
+        "rank", "host", "is_p2p", "marker", "fr_op", "op", "local_src", "local_dst", "collective_seq_id",
+        "p2p_seq_id", "in_sizes", "in_numel", "in_dtypes", "state").rows()
+    assert rows == [(1, "host-a", True, False, "send", "SEND", 1, 2, 3, 7, "[[4,4]]", 16, "float32", "started"),
+                    (1, "host-a", True, True, "coalesced", "COALESCED", None, None, 3, 7, "[]", 0, "float32", "started")]
+    assert table(results["host-a_1"], "fr_dumps").select("rank", "version", "first_record_id", "has_state").rows() == [
+        (1, "2.4", 12, True)]
+    assert table(results["host-a_1"], "fr_groups").select("pg_name", "ranks").rows() == [("0", [0, 1, 2, 3])]
+    assert table(results["host-a_1"], "processes").select("rank", "world_size").rows() == [(1, 4)]
+    assert results["nccl_trace_rank_3.json"].skip_reason is None
+    assert table(results["nccl_trace_rank_3.json"], "fr_dumps").select("rank", "entries").rows() == [(3, 0)]
+    assert "fr_entries" not in results["nccl_trace_rank_3.json"].tables

@@ -219,9 +219,9 @@ def _make_only_binary(tmp: Path) -> Path:
 
 
 @pytest.mark.parametrize("make_path, says", [
-    (lambda tmp: tmp / "does-not-exist", "no such directory"),
-    (lambda tmp: (tmp / "a-file.log", (tmp / "a-file.log").write_text("x\n"))[0], "not a directory"),
-    (lambda tmp: tmp, "empty directory"),
+    (lambda tmp: tmp / "does-not-exist", "no such file or directory"),
+    (lambda tmp: (tmp / "empty.log", (tmp / "empty.log").write_text(""))[0], "no log lines"),
+    (lambda tmp: tmp, "no log files"),
     (_make_only_binary, "core.bin: binary"),
 ])
 def test_unusable_path_is_one_line_exit_2(tmp_path, make_path, says):

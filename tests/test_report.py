@@ -284,7 +284,11 @@ def test_html_is_offline(build):
     assert "http://" not in document and "https://" not in document
     tags = html_tags(document)
     assert not {"script", "link", "img", "iframe", "object", "embed"} & set(tags.tags)
-    assert not [value for name, value in tags.attributes if name in ("src", "href")]
+    assert not [value for name, value in tags.attributes if name == "src"]
+    # links only within the page (file:line to its line in the excerpt), each to an anchor that exists
+    links = [value for name, value in tags.attributes if name == "href"]
+    ids = {value for name, value in tags.attributes if name == "id"}
+    assert all(link.startswith("#") and link[1:] in ids for link in links), [l for l in links if l[1:] not in ids][:3]
     assert "url(" not in document and "@import" not in document
 
 

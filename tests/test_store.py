@@ -145,7 +145,7 @@ def test_store_tables_match_the_arrow_schemas(db, tmp_path):
     """Guards against editing tables.py without a migration."""
     duck_type = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE",
                  pa.timestamp("us", tz="UTC"): "TIMESTAMP WITH TIME ZONE",
-                 pa.list_(pa.string()): "VARCHAR[]"}
+                 pa.list_(pa.string()): "VARCHAR[]", pa.bool_(): "BOOLEAN", pa.list_(pa.int64()): "BIGINT[]"}
     store.ingest(make_analysis(tmp_path / "a", "1"), db)
     for name in TABLES:
         _, rows = store.query(db, f"describe {name}")
@@ -217,8 +217,8 @@ def test_export_parquet_round_trips(db, tmp_path):
     out = tmp_path / "export"
     counts = store.export_parquet(db, out)
     assert counts["incidents"] == 2 and counts["events"] == 4 and counts["comms"] == 0
-    month = datetime.now(timezone.utc).strftime("%Y-%m")
-    assert list((out / "events").iterdir()) == [out / "events" / f"analysed_month={month}"]
+    month = "2026-11"  # when the incidents happened (their last log line), not when they were analysed
+    assert list((out / "events").iterdir()) == [out / "events" / f"month={month}"]
 
     for table in ("incidents", "events", "files"):
         columns, stored = store.query(db, f"select * from {table} order by all")
@@ -228,7 +228,7 @@ def test_export_parquet_round_trips(db, tmp_path):
             f"select {', '.join(columns)} from read_parquet('{out / table}/**/*.parquet', hive_partitioning=true) order by all"
         ).fetchall()
         partitions = con.execute(
-            f"select distinct analysed_month from read_parquet('{out / table}/**/*.parquet', hive_partitioning=true)"
+            f"select distinct month from read_parquet('{out / table}/**/*.parquet', hive_partitioning=true)"
         ).fetchall()
         con.close()
         assert exported == stored
@@ -240,6 +240,61 @@ def test_export_parquet_round_trips(db, tmp_path):
     (tmp_path / "other" / "mine.txt").write_text("x")
     with pytest.raises(store.StoreError, match="not empty"):
         store.export_parquet(db, tmp_path / "other")
+
+
+def test_export_partitions_by_the_incidents_month_as_the_views_do(db, tmp_path):
+    """An old incident ingested today lands in the month it happened, the month culprit_hosts_by_month
+    counts it in; an incident whose logs carry no time, in the month it was analysed."""
+    store.ingest(make_analysis(tmp_path / "old", "old", when=datetime(2025, 3, 31, 23, 59, tzinfo=timezone.utc)), db)
+    untimed = make_analysis(tmp_path / "untimed", "untimed")
+    untimed.tables["events"] = untimed.tables["events"].set_column(
+        untimed.tables["events"].schema.get_field_index("ts"), "ts", pa.nulls(2, pa.timestamp("us", tz="UTC")))
+    store.ingest(untimed, db)
+    out = tmp_path / "export"
+    store.export_parquet(db, out)
+    con = duckdb.connect()
+    exported = dict(con.execute(f"select job_id, month from read_parquet('{out}/incidents/**/*.parquet', "
+                                "hive_partitioning=true)").fetchall())
+    by_view = dict(store.query(db, "select job_ids[1], month from culprit_hosts_by_month")[1])
+    assert exported["old"] == "2025-03" == by_view.get("old", "2025-03")
+    assert exported["untimed"] == datetime.now(timezone.utc).strftime("%Y-%m")
+    assert {p.name for p in (out / "events").iterdir()} == {"month=2025-03", f"month={exported['untimed']}"}
+
+
+def test_export_writes_empty_tables_too(db, tmp_path):
+    """A query over a table that no job filled (desync, comms...) finds its columns and no rows,
+    not "no files found"."""
+    store.ingest(make_analysis(tmp_path / "a", "1"), db)
+    out = tmp_path / "export"
+    counts = store.export_parquet(db, out)
+    con = duckdb.connect()
+    for table in ("incidents", *TABLES):
+        assert (out / table).is_dir(), table
+        rel = con.sql(f"select * from read_parquet('{out / table}/**/*.parquet', hive_partitioning=true)")
+        assert len(rel.fetchall()) == counts[table], table
+        assert "job_key" in rel.columns and "month" in rel.columns, (table, rel.columns)
+    assert counts["desync"] == 0
+    stored_columns, _ = store.query(db, "select * from desync")
+    exported = con.sql(f"select * from read_parquet('{out}/desync/**/*.parquet', hive_partitioning=true)").columns
+    assert exported == [*stored_columns, "month"]
+    assert con.execute(f"select count(*) from read_parquet('{out}/desync/**/*.parquet', hive_partitioning=true) "
+                       "where month is null").fetchone() == (0,)
+
+
+def test_recurring_tracebacks_skip_launcher_boilerplate(db, tmp_path):
+    """torchrun's ChildFailedError and an agent's SignalException follow every failed job: grouped,
+    they would top the view and hide the errors that recur; a traceback cut after a frame neither."""
+    launcher = [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "ChildFailedError: ",
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 41022 got signal: 15",
+        '  File "/usr/lib/python3/site-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 355, in wrapper',
+    ]
+    for index, text in enumerate(launcher * 2):
+        store.ingest(make_analysis(tmp_path / f"j{index}", f"j{index}", traceback=text), db)
+    store.ingest(make_analysis(tmp_path / "real", "real", traceback="RuntimeError: CUDA error: an illegal memory access"), db)
+    _, rows = store.query(db, "select last_line, jobs from recurring_tracebacks")
+    assert rows == [("RuntimeError: CUDA error: an illegal memory access", 1)]
 
 
 def test_v1_database_is_migrated_with_its_data(db):

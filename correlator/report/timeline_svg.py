@@ -20,7 +20,8 @@ from .view import culprit_ranks
 WIDTH = 1100
 LEFT = 180
 RIGHT = 24
-TOP = 46
+TOP = 46            # the plot's top with one label row (the stop point) above it
+LABEL_ROW = 15      # each further label row (the divergence) adds this
 DOT_BUCKET_PX = 3
 END_COLORS = {
     "timeout": "#f59e0b", "crashed": "#dc2626", "exited": "#6b7280", "killed": "#7c3aed",
@@ -47,27 +48,99 @@ class Band:
         return f"{'★ ' if self.is_culprit else ''}{prefix} {ranges}{count}"
 
 
+def time_range(report: dict) -> tuple[float, float] | None:
+    """The span of every time the report places (ranks, collectives, events, the stop), epoch seconds."""
+    events = [e for e in report.get("timeline") or [] if _seconds(e.get("time")) is not None]
+    stalled = report.get("first_stalled") or {}
+    times = [t for row in _rank_rows(report) for t in (row["start"], row["stop"], row["collective_time"]) if t is not None]
+    times += [_seconds(e.get("time")) for e in events]
+    if stalled.get("last_seen") and _seconds(stalled["last_seen"]) is not None:
+        times.append(_seconds(stalled["last_seen"]))
+    return (min(times), max(times)) if times else None
+
+
 def render(report: dict, max_bands: int = 48) -> str:
     """The chart as an <svg> element, or a short note when the report has no times to place."""
     rank_rows = _rank_rows(report)
     events = [e for e in report.get("timeline") or [] if _seconds(e.get("time")) is not None]
     stalled = report.get("first_stalled") or {}
-    times = [t for row in rank_rows for t in (row["start"], row["stop"], row["collective_time"]) if t is not None]
-    times += [_seconds(e.get("time")) for e in events]
-    if stalled.get("last_seen") and _seconds(stalled["last_seen"]) is not None:
-        times.append(_seconds(stalled["last_seen"]))
-    if not times:
+    span = time_range(report)
+    if span is None:
         return '<p class="note">No timestamps in the report: nothing to place on a timeline.</p>'
-    bands, hidden_bands = _bands(rank_rows, culprit_ranks(report), max_bands)
-    chart = _Chart(min(times), max(times), bands, has_job_row=any(e.get("rank") is None for e in events))
+    culprits = culprit_ranks(report)
+    bands, hidden_bands = _bands(rank_rows, culprits, max_bands)
+    divergence = divergence_label(report)
+    chart = _Chart(span[0], span[1], bands, has_job_row=any(e.get("rank") is None for e in events),
+                   label_rows=1 + bool(divergence))
     parts = [chart.frame(hidden_bands)]
     parts += [chart.band(index, band) for index, band in enumerate(bands)]
     parts += chart.dots(events)
     if stalled.get("last_seen") and _seconds(stalled["last_seen"]) is not None:
         parts.append(chart.stop_line(stalled))
+    if divergence:
+        parts.append(chart.divergence_line(divergence, _divergence_time(report, rank_rows)))
+    parts += chart.collective_labels(culprit_difference(report))
     parts.append(chart.legend())
     return "\n".join(["<svg " + chart.size_attributes() + " role='img' "
                       "aria-label='timeline of ranks against aligned time'>", *parts, "</svg>"])
+
+
+def divergence_label(report: dict) -> str:
+    """The divergence in words, naming the field that differs and each side's value:
+    `diverged at ALLREDUCE #12 (detail_seq) on PG 0: numel 2 on ranks 0-2, 3 on rank 3`."""
+    divergence = report.get("divergence") or {}
+    groups = [g for g in divergence.get("groups") or [] if g.get("ranks")]
+    if not groups:
+        return ""
+    op = next((clean_line(g.get("op")) for g in groups if g.get("op")), "")
+    counter = clean_line(divergence.get("counter"))
+    where = _collective_label({"op": op or None, "seq": divergence.get("seq"), "pg": divergence.get("pg")})
+    where = where.replace(" on PG", f" ({counter}) on PG", 1) if counter and " on PG" in where else where
+    issued = [g for g in groups if g.get("op")]
+    sides = []
+    differing = [f for f in ("op", "numel", "dtype") if len({clean_line(g.get(f)) for g in issued}) > 1]
+    for group in groups:
+        who = f"rank{'s' if len(group['ranks']) > 1 else ''} {compress(group['ranks'], 40)}"
+        if not group.get("op"):
+            sides.append(f"{who} never issued it")
+        elif differing:
+            sides.append(" ".join(f"{field} {clean_line(group.get(field)) or '?'}" for field in differing) + f" on {who}")
+        else:
+            sides.append(f"{clean_line(group.get('op'))} on {who}")
+    return clean_line(f"diverged at {where}: " + "; ".join(sides[:4]) + (f"; +{len(sides) - 4} more" if len(sides) > 4 else ""), 160)
+
+
+def culprit_difference(report: dict) -> str:
+    """What the culprit's side of the divergence did differently, for the label on its row:
+    `numel 3 (others 2)`, `BROADCAST (others ALLREDUCE)`, `never issued it`."""
+    culprits = culprit_ranks(report)
+    groups = [g for g in (report.get("divergence") or {}).get("groups") or [] if g.get("ranks")]
+    mine = next((g for g in groups if culprits & {int(r) for r in g["ranks"]}), None)
+    if mine is None or len(groups) < 2:
+        return ""
+    if not mine.get("op"):
+        return "never issued it"
+    others = [g for g in groups if g is not mine and g.get("op")]
+    fields = [f for f in ("op", "numel", "dtype") if any(clean_line(g.get(f)) != clean_line(mine.get(f)) for g in others)]
+    said = []
+    for field in fields:
+        theirs = ", ".join(dict.fromkeys(clean_line(g.get(field)) or "?" for g in others))
+        if field == "op":  # the label already starts with the culprit's op
+            said.append(f"others {theirs}")
+        else:
+            said.append(f"{field} {clean_line(mine.get(field)) or '?'} (others {theirs})")
+    return "; ".join(said)
+
+
+def _divergence_time(report: dict, rank_rows: list[dict]) -> float | None:
+    """When the ranks reached the diverging collective: the earliest last-collective time at its seq."""
+    seq = (report.get("divergence") or {}).get("seq")
+    times = []
+    for entry in report.get("ranks") or []:
+        last = entry.get("last_collective") or {}
+        if seq is not None and last.get("seq") == seq and _seconds(last.get("time")) is not None:
+            times.append(_seconds(last.get("time")))
+    return min(times) if times else None
 
 
 def _rank_rows(report: dict) -> list[dict]:
@@ -131,16 +204,18 @@ def _group_consecutive(rows: list[dict], culprits: set[int], signature) -> list[
 
 
 class _Chart:
-    def __init__(self, first: float, last: float, bands: list[Band], has_job_row: bool):
+    def __init__(self, first: float, last: float, bands: list[Band], has_job_row: bool, label_rows: int = 1):
         span = last - first
         pad = span * 0.02 if span > 0 else 1.0
         self.origin = first
         self.first, self.last = first - pad, last + pad
         self.bands = bands
+        self.top = TOP + LABEL_ROW * max(0, label_rows - 1)
         self.job_row = 1 if has_job_row else 0
         self.row_height = 20 if len(bands) + self.job_row <= 32 else 13
         self.plot_height = (len(bands) + self.job_row) * self.row_height
-        self.height = TOP + self.plot_height + 64
+        self.height = self.top + self.plot_height + 64
+        self.labels: list[tuple[float, float, str, bool]] = []  # (x, y, text, culprit): drawn last, on top
         self.band_starts = [band.ranks[0] for band in bands]
         self.drawn: set[str] = set()  # the markers the legend must explain
 
@@ -151,7 +226,7 @@ class _Chart:
         return LEFT + (seconds - self.first) / (self.last - self.first) * (WIDTH - LEFT - RIGHT)
 
     def y(self, row: int) -> float:
-        return TOP + row * self.row_height
+        return self.top + row * self.row_height
 
     def frame(self, hidden_bands: int) -> str:
         start = datetime.fromtimestamp(self.origin, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
@@ -161,10 +236,10 @@ class _Chart:
                          f"+{hidden_bands} more bands not drawn</text>")
         if self.job_row:
             parts.append(self._row_background(0, "job / launcher", False))
-        bottom = TOP + self.plot_height
+        bottom = self.top + self.plot_height
         for tick in _ticks(self.origin, self.last):
             x = self.x(tick)
-            parts.append(f"<line x1='{x:.1f}' y1='{TOP - 4}' x2='{x:.1f}' y2='{bottom}' class='t-grid'/>")
+            parts.append(f"<line x1='{x:.1f}' y1='{self.top - 4}' x2='{x:.1f}' y2='{bottom}' class='t-grid'/>")
             parts.append(f"<text x='{x:.1f}' y='{bottom + 14}' text-anchor='middle' class='t-tick'>"
                          f"+{_tick_label(tick - self.origin, self.last - self.origin)}</text>")
         return "\n".join(parts)
@@ -199,6 +274,8 @@ class _Chart:
                 f"<path d='M{x2:.1f} {middle - size:.1f} L{x2 + size:.1f} {middle:.1f} L{x2:.1f} {middle + size:.1f} "
                 f"L{x2 - size:.1f} {middle:.1f} Z' class='t-collective'><title>{escape(band.label)}: last collective "
                 f"{escape(band.last_collective)}</title></path>")
+            if band.last_collective not in ("none", "unknown", "mixed"):
+                self.labels.append((x2, middle, band.last_collective, band.is_culprit))
         return "".join(parts)
 
     def dots(self, events: list[dict]) -> list[str]:
@@ -244,8 +321,37 @@ class _Chart:
         label = clean_line(label, 110)
         anchor = "end" if x + 6.5 * len(label) > WIDTH - RIGHT else "start"
         offset = -4 if anchor == "end" else 4
-        return (f"<line x1='{x:.1f}' y1='{TOP - 12}' x2='{x:.1f}' y2='{TOP + self.plot_height}' class='t-stop'/>"
-                f"<text x='{x + offset:.1f}' y='{TOP - 16}' text-anchor='{anchor}' class='t-stop-label'>{escape(label)}</text>")
+        return (f"<line x1='{x:.1f}' y1='{self.top - 12}' x2='{x:.1f}' y2='{self.top + self.plot_height}' class='t-stop'/>"
+                f"<text x='{x + offset:.1f}' y='{self.top - 16}' text-anchor='{anchor}' class='t-stop-label'>{escape(label)}</text>")
+
+    def divergence_line(self, label: str, when: float | None) -> str:
+        """The diverging collective: a line where the ranks reached it (when known), its label in
+        the row above the stop point's."""
+        y = self.top - 16 - LABEL_ROW
+        self.drawn.add("divergence")
+        if when is None:
+            return f"<text x='{LEFT}' y='{y}' class='t-divergence-label'>{escape(label)}</text>"
+        x = self.x(when)
+        anchor = "end" if x + 6.2 * len(label) > WIDTH - RIGHT else "start"
+        if anchor == "end" and x - 6.2 * len(label) < 0:
+            x_text, anchor = float(LEFT), "start"
+        else:
+            x_text = x + (-4 if anchor == "end" else 4)
+        return (f"<line x1='{x:.1f}' y1='{y + 4}' x2='{x:.1f}' y2='{self.top + self.plot_height}' class='t-divergence'/>"
+                f"<text x='{x_text:.1f}' y='{y}' text-anchor='{anchor}' class='t-divergence-label'>{escape(label)}</text>")
+
+    def collective_labels(self, culprit_note: str = "") -> list[str]:
+        """Each band's last collective in words beside its marker (the culprit's in red, with what it
+        did differently), so that nothing is told by a hover tooltip alone; on rows too thin for
+        text, the culprit's only."""
+        labels = [(x, y, f"{text}: {culprit_note}" if culprit and culprit_note else text, culprit)
+                  for x, y, text, culprit in self.labels]
+        if self.row_height < 20:
+            labels = [label for label in labels if label[3]]
+        parts = []
+        for x, y, text, culprit in labels:
+            parts.append(text_label(x, y, text, "t-op" + (" t-culprit" if culprit else ""), 10))
+        return parts
 
     def legend(self) -> str:
         """Keys for what the chart actually shows: only the end states present, then the markers."""
@@ -258,9 +364,10 @@ class _Chart:
             (lambda x, y: f"<circle cx='{x + 7}' cy='{y - 4}' r='3' class='t-dot'/>", "event"),
             (lambda x, y: f"<circle cx='{x + 7}' cy='{y - 4}' r='3' class='t-dot-severe'/>", "error event"),
             (lambda x, y: f"<line x1='{x + 7}' y1='{y - 10}' x2='{x + 7}' y2='{y + 2}' class='t-stop'/>", "stop point"),
+            (lambda x, y: f"<line x1='{x + 7}' y1='{y - 10}' x2='{x + 7}' y2='{y + 2}' class='t-divergence'/>", "divergence"),
         ]
         items = [(shape, label) for shape, label in items if label.startswith("ended: ") or label in self.drawn]
-        parts, x, y = [], 12, TOP + self.plot_height + 36
+        parts, x, y = [], 12, self.top + self.plot_height + 36
         for shape, label in items:
             width = 26 + 6.2 * len(label)
             if x + width > WIDTH - RIGHT:
@@ -268,6 +375,16 @@ class _Chart:
             parts.append(shape(x, y) + f"<text x='{x + 18}' y='{y}' class='t-tick'>{escape(label)}</text>")
             x += width
         return "".join(parts)
+
+
+def text_label(x: float, y: float, text: str, css: str, size: float, gap: float = 8) -> str:
+    """A label beside the point (x, y) on a pale box, so that it reads over bars and lines: right of
+    it where it fits, else left of it. Widths are estimated (no script measures text here)."""
+    width = (0.68 if "t-culprit" in css else 0.6) * size * len(text) + 6  # the culprit's is bold
+    right = x + gap + width <= WIDTH - 2
+    left_edge = x + gap if right else max(2.0, x - gap - width)
+    return (f"<rect x='{left_edge:.1f}' y='{y - size * 0.75:.1f}' width='{width:.1f}' height='{size * 1.5:.1f}' rx='3' "
+            f"class='t-label-box'/><text x='{left_edge + 3:.1f}' y='{y + size * 0.36:.1f}' class='{css}'>{escape(text)}</text>")
 
 
 def _ticks(origin: float, last: float) -> list[float]:

@@ -26,9 +26,13 @@ class Table:
     omitted: int = 0
     omitted_noun: str = "rows"
     code_columns: frozenset[int] = frozenset()  # file:line and commands: shown as code
+    below: frozenset[int] = frozenset()  # long text a narrow terminal shows under its row, not in a column
+    more_text: str = ""  # says what was left out when a count alone would not (earlier and later events)
 
     @property
     def more_line(self) -> str:
+        if self.more_text:
+            return self.more_text
         return f"+{self.omitted} more {self.omitted_noun}" if self.omitted else ""
 
 
@@ -65,14 +69,18 @@ class View:
 
 def build(report: dict, max_rows: int = 20) -> View:
     job = report.get("job") or {}
+    narrative = [clean_line(s) for s in _list(report, "narrative")]
+    if len(narrative) > max_rows:
+        narrative = narrative[:max_rows] + [f"+{len(narrative) - max_rows} more"]
     sections = [
-        Section("What happened", paragraphs=[clean_line(s) for s in _list(report, "narrative")[:max_rows]]),
+        Section("What happened", paragraphs=narrative),
         _job_section(job, max_rows),
         _process_groups_section(report, max_rows),
         _divergence_section(report, max_rows),
         _rank_states_section(report, max_rows),
         _collateral_section(report, max_rows),
         _evidence_section(report, max_rows),
+        timeline_section(report),
         _clock_section(report, max_rows),
     ]
     remedies = [
@@ -110,6 +118,8 @@ def _verdict(report: dict, max_rows: int) -> Verdict:
     divergence = report.get("divergence")
     if divergence:
         facts.append(("diverged at", _divergence_text(divergence)))
+    facts.append(("decided by", f"rule {clean_line(verdict.get('rule'))}" if verdict.get("rule")
+                  else "no rule matched: the facts below would decide"))
     missing = [clean_line(f, CELL_LIMIT) for f in verdict.get("missing_facts") or []]
     return Verdict(
         kind=clean_line(verdict.get("kind")) or "unknown",
@@ -127,7 +137,8 @@ def _first_stalled_text(stalled: dict) -> str:
     if stalled.get("counter") == "progress_step":  # no sequence numbers: how far its steps got
         text = f"{where}, last step {_value(stalled.get('last_seq'))}"
     else:
-        after = _collective_text(stalled.get("pg"), stalled.get("last_seq"), stalled.get("last_op"))
+        after = _collective_text(stalled.get("pg"), stalled.get("last_seq"), stalled.get("last_op"),
+                                 stalled.get("last_seq_label"))
         text = f"{where}, last collective {after}"
     if stalled.get("last_seen"):
         text += f", last seen {clean_line(stalled.get('last_seen'))}"
@@ -140,14 +151,15 @@ def _divergence_text(divergence: dict) -> str:
     sides = "; ".join(f"{compress(g.get('ranks') or [], RANGES_LIMIT) or UNKNOWN}: {clean_line(g.get('op')) or 'never issued'}"
                       for g in groups[:4])
     more = f"; +{len(groups) - 4} more groups" if len(groups) > 4 else ""
-    return f"{_collective_text(divergence.get('pg'), divergence.get('seq'), op)} ({sides}{more})"
+    return f"{_collective_text(divergence.get('pg'), divergence.get('seq'), op, divergence.get('seq_label'))} ({sides}{more})"
 
 
-def _collective_text(pg: object, seq: object, op: object) -> str:
-    name = clean_line(op) or "collective"
-    number = f" #{clean_line(seq)}" if seq is not None else ""
+def _collective_text(pg: object, seq: object, op: object, label: object = None) -> str:
+    """`ALLREDUCE SeqNum=15 on PG 0`: the counter as the log prints it where the report says it."""
+    number = clean_line(label) if label else f"#{clean_line(seq)}" if seq is not None else ""
+    name = " ".join(p for p in (clean_line(op), number) if p) or "collective"
     group = f" on PG {clean_line(pg)}" if pg is not None else ""
-    return f"{name}{number}{group}"
+    return f"{name}{group}"
 
 
 def _job_section(job: dict, max_rows: int) -> Section:
@@ -212,7 +224,9 @@ def _divergence_section(report: dict, max_rows: int) -> Section:
          clean_line(g.get("op")) or "never issued", _value(g.get("numel")), _value(g.get("dtype"))]
         for g in divergence.get("groups") or []
     ]
-    caption = (f"PG {clean_line(divergence.get('pg'))}, {clean_line(divergence.get('counter')) or 'seq'} "
+    caption = (f"PG {clean_line(divergence.get('pg'))}, {clean_line(divergence.get('seq_label'))}"
+               if divergence.get("seq_label") else
+               f"PG {clean_line(divergence.get('pg'))}, {clean_line(divergence.get('counter')) or 'seq'} "
                f"#{_value(divergence.get('seq'))}")
     return Section("Divergence", tables=[(caption, _table(["ranks", "count", "op", "numel", "dtype"], rows, max_rows, "groups"))])
 
@@ -226,6 +240,7 @@ def _rank_signature(entry: dict, culprits: set[int]) -> tuple:
         clean_line(last.get("pg")) if last else "",
         last.get("seq") if last else None,
         clean_line(last.get("op")) if last else "",
+        clean_line(last.get("label")) if last else "",
     )
 
 
@@ -237,8 +252,8 @@ def _rank_states_section(report: dict, max_rows: int) -> Section:
             groups[_rank_signature(entry, culprits)].append(entry)
     ordered = sorted(groups.items(), key=lambda item: (not item[0][0], min(e["rank"] for e in item[1])))
     rows = []
-    for (is_culprit, end, pg, seq, op), entries in ordered:
-        last = _collective_text(pg, seq, op) if seq is not None or op else UNKNOWN
+    for (is_culprit, end, pg, seq, op, label), entries in ordered:
+        last = _collective_text(pg, seq, op, label) if seq is not None or op else UNKNOWN
         last_seen = max((e.get("last_seen") or "" for e in entries), default="")
         rows.append([compress((e["rank"] for e in entries), RANGES_LIMIT), str(len(entries)), end, last,
                      clean_line(last_seen) or UNKNOWN, "culprit" if is_culprit else ""])
@@ -259,7 +274,7 @@ def _collateral_section(report: dict, max_rows: int) -> Section:
         first = min((i.get("time") or "" for i in items), default="")
         detail = next((clean_line(i.get("text"), DETAIL_LIMIT) for i in items if i.get("text")), "")
         rows.append([kind, compress(ranks, RANGES_LIMIT) or UNKNOWN, str(len(items)), where, clean_line(first) or UNKNOWN, detail])
-    table = _table(["kind", "ranks", "count", "at", "first time", "detail"], rows, max_rows, "kinds")
+    table = _table(["kind", "ranks", "count", "at", "first time", "detail"], rows, max_rows, "kinds", below=(5,))
     return Section("Collateral (consequences, not causes)", tables=[("", table)] if rows else [])
 
 
@@ -268,8 +283,51 @@ def _evidence_section(report: dict, max_rows: int) -> Section:
         [location(item), _value(item.get("rank")), clean_line(item.get("text"), CELL_LIMIT)]
         for item in _list(report, "evidence")
     ]
-    table = _table(["file:line", "rank", "text"], rows, max_rows, "evidence lines", code=(0,))
+    table = _table(["file:line", "rank", "text"], rows, max_rows, "evidence lines", code=(0,), below=(2,))
     return Section("Evidence", tables=[("", table)] if rows else [])
+
+
+TIMELINE_BEFORE, TIMELINE_AFTER = 4, 8  # events shown before and from the failure moment
+
+
+def failure_moment(report: dict) -> tuple[str | None, str]:
+    """When the failure showed, as an ISO time, and in words: the first rank's stop, else the
+    first evidence line's event; (None, "") for a run that did not fail (its end is shown)."""
+    stalled = report.get("first_stalled") or {}
+    if stalled.get("last_seen"):
+        return str(stalled["last_seen"]), f"rank {clean_line(stalled.get('rank'))} stopped at {clean_line(stalled['last_seen'])}"
+    times = {(e.get("file"), e.get("line")): e.get("time") for e in _list(report, "timeline") if e.get("time")}
+    for item in _list(report, "evidence"):
+        when = times.get((item.get("file"), item.get("line")))
+        if when:
+            return str(when), f"the first evidence line, {location(item)}, at {clean_line(when)}"
+    return None, ""
+
+
+def timeline_section(report: dict, before: int = TIMELINE_BEFORE, after: int = TIMELINE_AFTER) -> Section:
+    """The few events around the failure (the report's timeline holds its last events; `correlator
+    timeline` every one): a person sees what happened next without reading the whole timeline."""
+    events = [e for e in _list(report, "timeline") if e.get("time")]
+    if not events:
+        return Section("Timeline")
+    moment, said = failure_moment(report)
+    if moment is None or (report.get("verdict") or {}).get("kind") in ("healthy", "straggler"):
+        start = max(0, len(events) - before - after)
+        caption = f"the last {len(events) - start} events"
+    else:
+        centre = next((i for i, e in enumerate(events) if str(e["time"]) >= moment), len(events) - 1)
+        start = max(0, min(centre - before, len(events) - before - after))
+        caption = f"around the failure ({said})"
+    shown = events[start:start + before + after]
+    rows = [[clean_line(e.get("time")), _value(e.get("rank")), clean_line(e.get("kind")) or UNKNOWN, location(e),
+             clean_line(e.get("text"), DETAIL_LIMIT)] for e in shown]
+    earlier, later = start, len(events) - start - len(shown)
+    parts = [f"+{n} {word} event{'s' if n != 1 else ''}" for n, word in ((earlier, "earlier"), (later, "later")) if n]
+    held = f"{', '.join(parts)} in this report" if parts else ""
+    more = "; ".join(p for p in (held, "correlator timeline JOB_DIR shows every event") if p)
+    table = Table(["time", "rank", "kind", "file:line", "text"], rows, earlier + later, "events", frozenset({3}),
+                  below=frozenset({3, 4}), more_text=more)
+    return Section("Timeline", tables=[(caption, table)])
 
 
 def _clock_section(report: dict, max_rows: int) -> Section:
@@ -289,8 +347,9 @@ def location(item: dict) -> str:
     return f"{path}:{item['line']}" if item.get("line") is not None else path
 
 
-def _table(columns: list[str], rows: list[list[str]], max_rows: int, noun: str, code: tuple[int, ...] = ()) -> Table:
-    return Table(columns, rows[:max_rows], max(0, len(rows) - max_rows), noun, frozenset(code))
+def _table(columns: list[str], rows: list[list[str]], max_rows: int, noun: str, code: tuple[int, ...] = (),
+           below: tuple[int, ...] = ()) -> Table:
+    return Table(columns, rows[:max_rows], max(0, len(rows) - max_rows), noun, frozenset(code), frozenset(below))
 
 
 def _capped_join(values: list, limit: int) -> str:

@@ -1,6 +1,9 @@
 -- recurring_tracebacks: tracebacks grouped by their last line (the exception type and message),
 -- most widespread first; answers "have we seen this error before, in which jobs?".
 --   correlator sql "select * from recurring_tracebacks where jobs > 1"
+-- The launcher's boilerplate is left out: torchrun's ChildFailedError (its summary of the workers
+-- that failed, in every failed job) and an agent's SignalException say what followed, not what
+-- failed; a traceback cut off after its frames has no exception line to group by.
 CREATE OR REPLACE VIEW recurring_tracebacks AS
 WITH tracebacks AS (
     SELECT job_key,
@@ -17,5 +20,7 @@ SELECT t.last_line,
        max(coalesce(i.last_event_at, i.analysed_at)) AS last_seen
 FROM tracebacks t JOIN incidents i USING (job_key)
 WHERE t.last_line IS NOT NULL
+  AND NOT regexp_matches(t.last_line, '^(torch\.distributed\.elastic\.[\w.]+\.)?(ChildFailedError|SignalException)\b')
+  AND NOT regexp_matches(t.last_line, '^File "[^"]*", line \d+')
 GROUP BY t.last_line
 ORDER BY jobs DESC, occurrences DESC, t.last_line;

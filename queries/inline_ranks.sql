@@ -1,0 +1,19 @@
+-- A rank that the message itself names, for lines whose prefix named none: c10's
+-- `[PG ID 0 PG GUID 0(default_pg) Rank 3]` (the default PG, where the PG rank is the global one),
+-- its older `[Rank 3]` (no PG named: taken as the default PG, and said so in the report), and the
+-- bracketed markers trainers put first (`[rank: 3]` Lightning, `[Rank 3]` DeepSpeed, `[rank 3]`).
+-- A sub-PG's `[PG ID 2 ... Rank 1]` is a rank inside that group, not a global rank: left alone.
+create or replace temp table inline_rank_lines as
+select file, line,
+       cast(regexp_extract(text, '^\[(?:PG (?:ID )?0 (?:PG GUID [^ \]]* |\([^)]*\) )?)?[Rr]ank:? ?(\d+)\]', 1) as bigint) as rank,
+       not starts_with(text, '[PG') as without_pg
+from events
+where rank is null and starts_with(text, '[') and regexp_matches(text, '^\[(?:PG (?:ID )?0 (?:PG GUID [^ \]]* |\([^)]*\) )?)?[Rr]ank:? ?\d+\]');
+
+update events e set rank = i.rank from inline_rank_lines i where e.file = i.file and e.line = i.line;
+
+-- How the report read the markers it could read two ways (job.rank_readings).
+create or replace temp table rank_readings as
+select '[Rank r] without a PG' as marker, 'the global rank (the line names no process group: the default one assumed)' as reading,
+       count(*) as lines
+from inline_rank_lines where without_pg having count(*) > 0;
