@@ -40,6 +40,7 @@ import pyarrow as pa
 
 from .engine import FRAME_COLUMNS, _values, clean, parse_frame, share_decisions
 from .multiline import stream_key
+from .records import touched
 from .reader import ReadStats, split_lines
 from .spec import FormatSpec, registry
 
@@ -95,7 +96,8 @@ def _take(frame: pl.DataFrame, spec: FormatSpec, window: int | None
     """(the frame without the spec's candidate lines, those its regex takes, the candidates
     outside the window, with their prefix)."""
     text = pl.col("text")
-    frame = frame.with_columns(text.str.contains(spec.literal, literal=True).alias(_CANDIDATE))
+    # a line that holds several records (parsers/records.py) is cut by the engine first
+    frame = frame.with_columns((text.str.contains(spec.literal, literal=True) & ~touched(text)).alias(_CANDIDATE))
     candidates = frame.filter(pl.col(_CANDIDATE))
     candidates, outside = _window(candidates, spec, window)
     if candidates.is_empty():
