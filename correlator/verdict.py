@@ -93,6 +93,7 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "minority_call": _one(con, "select any_value(call) from call_minority"),
         "majority_call": _one(con, "select any_value(majority_call) from call_minority"),
         "error_lines": _one(con, "select count(*) from error_lines"),
+        "common_how": _one(con, "select how from common_mode limit 1"),
     }
     f["norm_note"] = _difference(_one(con, "select any_value(value) from mismatch_minority"), f["norm"])
     f.update(fr_facts(con))
