@@ -94,6 +94,8 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "majority_call": _one(con, "select any_value(majority_call) from call_minority"),
         "error_lines": _one(con, "select count(*) from error_lines"),
         "common_how": _one(con, "select how from common_mode limit 1"),
+        "behind_call": _one(con, "select any_value(call) from left_behind"),
+        "behind_site": _one(con, "select any_value(site) from left_behind"),
     }
     f["norm_note"] = _difference(_one(con, "select any_value(value) from mismatch_minority"), f["norm"])
     f.update(fr_facts(con))

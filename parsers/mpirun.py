@@ -23,6 +23,8 @@ def assemble_mpirun_exits(df: pl.DataFrame) -> pa.Table:
         "file", line=pl.col("line") - 1,
         exit_code=pl.col("text").str.extract(r"(-?\d+)\s*$", 1).str.to_integer(strict=False))
     rows = names.join(codes, on=["file", "line"], how="left").select(
-        "file", "line", "host", "rank", "exit_code", "ts", "text",
+        "file", "line", "host", "rank", "exit_code", "ts",
+        text=pl.format("the first process to exit non-zero: {} (exit code {})",
+                       pl.col("text").str.strip_chars(), pl.col("exit_code").cast(pl.String).fill_null("?")),
         reason=pl.lit("first_nonzero_exit"), source=pl.lit("mpirun"))
     return conform("exits", rows.to_arrow())

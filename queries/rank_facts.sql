@@ -50,7 +50,7 @@ select w.rank,
        (select max(total) from progress g where g.rank = w.rank) as total_steps,
        (select max(ts) from progress g where g.rank = w.rank) as last_step_at,
        (select max(ts) from rank_events e where e.rank = w.rank) as last_seen,
-       x.killed_hard, x.crashed_signal, x.fatal_signal, x.terminated, x.exited_zero, x.exited_error, x.exit_ts,
+       x.killed_hard, x.crashed_signal, x.fatal_signal, x.terminated, x.term_at, x.exited_zero, x.exited_error, x.exit_ts,
        -- left on its own terms: exit 0 or a clean communicator teardown
        coalesce(x.exited_zero, false)
          or exists (select 1 from events e where e.rank = w.rank and e.kind = 'nccl_destroy' and e.text ilike '%Destroy%')
