@@ -71,6 +71,10 @@ def _at(con: duckdb.DuckDBPyConnection, sql: str) -> str | None:
     return f"{seq_label(row[1], row[2])} on PG {row[0]}"
 
 
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(_one(con, f"select count(*) from duckdb_tables() where table_name = '{name}'"))
+
+
 def facts(con: duckdb.DuckDBPyConnection) -> dict:
     """Named facts the summaries and the unknown verdict speak of."""
     f = {
@@ -78,8 +82,12 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "last_step": _one(con, "select max(last_step) from rank_facts"),
         "what": _one(con, "select coalesce((select any_value(what) from mismatch_minority), (select any_value(what) from mismatch_votes))"),
         "norm": _one(con, "select any_value(norm) from mismatch_minority"),
-        "div_at": _at(con, "select pg, counter, seq from divergence"),
-        "stalled_at": _at(con, "select pg, counter, last_seq from first_stalled") or "before its first collective",
+        # the divergence the report shows: Flight Recorder's matching where there are dumps
+        "div_at": _at(con, "select pg, counter, seq from (select pg, counter, seq, 0 as k from fr_divergence "
+                           "where counter = 'fr_seq' union all select pg, counter, seq, 1 from divergence) order by k limit 1")
+                  if _has_table(con, "fr_divergence") else _at(con, "select pg, counter, seq from divergence"),
+        "stalled_at": ("after " + (_at(con, "select pg, counter, last_seq from first_stalled") or "?"))
+                      if _one(con, "select last_seq is not null from first_stalled") else "before any collective of its own in the logs",
         "own_error": _one(con, "select text from rank_events where error_class = 'own' order by ts nulls last, file, line limit 1"),
         "scheduler_note": _one(con, "select text from exits where reason in ('time_limit', 'cancelled', 'preemption', "
                                     "'node_failure', 'scancel', 'timeout') order by ts nulls last, source <> 'slurmstepd' limit 1"),
