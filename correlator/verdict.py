@@ -98,6 +98,13 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "seq_ranks": _one(con, "select count(distinct rank) from last_seq"),
         "idle_s": _one(con, "select round(epoch(idle)) from progress_gap"),
         "straggler_lag": _one(con, "select round(max(lag_ms)) from straggler_ranks"),
+        # how the slow rank(s) show, in the words of what the logs measured
+        "straggler_how": _one(con, """select string_agg(distinct case basis
+              when 'step_end' then 'their steps end ' || cast(round(lag_ms) as bigint) || ' ms after the median rank''s'
+              when 'data_wait' then 'they wait ' || cast(round(lag_ms) as bigint) || ' ms for data per step'
+              when 'step_time' then 'their steps take ' || round(ratio, 1) || 'x the median rank''s'
+              else 'their throughput is ' || round(ratio, 2) || 'x the median rank''s' end, '; ')
+            from straggler_ranks"""),
         "minority_call": _one(con, "select any_value(call) from call_minority"),
         "majority_call": _one(con, "select any_value(majority_call) from call_minority"),
         "error_lines": _one(con, "select count(*) from error_lines"),

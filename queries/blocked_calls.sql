@@ -1,7 +1,8 @@
 -- Where each rank's first traceback stood, frame by frame, and the collective call it sat in.
 -- Plain gloo logs have no sequence numbers, but the tracebacks of ranks that waited for each other
 -- still say which call each one waited in and how it got there.
--- A traceback is a `traceback_start` line and the frames after it in its rank's stream of a file;
+-- A traceback is a `traceback_start` line and the frames after it in its rank's stream of a file
+-- (frames before any: a paste of one);
 -- a rank's first is the earliest (the same one tee'd into another file is the same traceback),
 -- before it was told to stop (after a SIGTERM, a handler's own collective says nothing of where
 -- the rank stood).
@@ -14,7 +15,7 @@ with t as (
 ), frames as (
     select rank, file, block, line, ts,
            regexp_extract(text, 'File "([^"]+)", line (\d+), in (\S+)', ['path', 'lineno', 'fn']) as f
-    from t where kind = 'traceback_frame' and block > 0 and regexp_matches(text, 'File "[^"]+", line \d+, in \S+')
+    from t where kind = 'traceback_frame' and regexp_matches(text, 'File "[^"]+", line \d+, in \S+')
       and not exists (select 1 from rank_facts r where r.rank = t.rank and r.term_at is not null and (t.ts is null or t.ts > r.term_at))
 ), first_block as (
     select rank, arg_min(file, (coalesce(ts, timestamp '2999-01-01'), file, line)) as file,
