@@ -215,11 +215,15 @@ def evidence(con: duckdb.DuckDBPyConnection, verdict: Verdict) -> list[dict]:
         return [{"file": f, "line": l, "rank": r, "text": t} for f, l, r, t in rows]
     kinds = list(rule.evidence_kinds)
     culprits = verdict.culprit_ranks or [-1]
+    # A launcher's or scheduler's line names no rank of its own, but the exit it reports is a
+    # rank's (exits): cited as that rank's, never as the rank's own line. Table borders say nothing.
     rows = con.execute(
-        """select file, line, rank, text from timeline_events
-           where kind in (select unnest(?::varchar[]))
-           order by coalesce(rank in (select unnest(?::bigint[])), false) desc,
-                    list_position(?::varchar[], kind), aligned_ts nulls last, file, line
+        """select t.file, t.line, coalesce(t.rank, x.rank) as rank, t.text from timeline_events t
+           left join (select file, line, min(rank) as rank from exits where rank is not null group by file, line) x
+             using (file, line)
+           where t.kind in (select unnest(?::varchar[])) and not regexp_matches(t.text, '^ *[-=]{10,} *$')
+           order by coalesce(coalesce(t.rank, x.rank) in (select unnest(?::bigint[])), false) desc,
+                    list_position(?::varchar[], t.kind), t.aligned_ts nulls last, t.file, t.line
            limit ?""", [kinds, culprits, kinds, EVIDENCE_ROWS]).fetchall()
     return [{"file": f, "line": l, "rank": r, "text": t} for f, l, r, t in rows]
 
