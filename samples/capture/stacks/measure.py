@@ -84,6 +84,8 @@ def main() -> None:
             "alternative_kinds": v.get("alternative_kinds", []), "rule": v.get("rule"),
             "got_div": report.get("divergence") and {k: report["divergence"].get(k) for k in ("pg", "counter", "seq")},
             "div": divergence_verdict(report.get("divergence"), want["divergence"]),
+            # the logs print a SeqNum-like counter (watchdog SeqNum, DETAIL, Flight Recorder)
+            "printed": bool({g["counter"] for g in report.get("process_groups") or []} & set(SEQNUM_COUNTERS)),
             "right": ok_kind and ok_culprits, "accepted": ok_kind and ok_culprits or ambiguous, "lines": report["job"]["lines"],
             "lines_unparsed": report["job"]["lines_unparsed"], "unparsed_rows": len(leftovers),
         })
@@ -96,7 +98,7 @@ def main() -> None:
               f"{r['confidence']} | {'yes' if r['right'] else 'accepted (ambiguous)' if r['accepted'] else '**no**'} | {r['want_div']['seq'] if r['want_div'] else '-'} | "
               f"{got_div} ({r['div']}) | {r['lines']} / {r['lines_unparsed']} |")
     print()
-    per = defaultdict(lambda: [0, 0, 0, 0, 0])
+    per = defaultdict(lambda: [0, 0, 0, 0, 0, 0, 0])
     order = sorted({r["stack"] for r in rows}, key=["hf", "accel", "lightning", "ddp", "fsdp"].index)
     for r in rows:
         for key in (r["stack"], f"launcher {r['launcher']}", "all"):
@@ -106,11 +108,14 @@ def main() -> None:
             if r["want_div"]:
                 per[key][4] += 1
                 per[key][3] += r["div"] == "right"
-    print("| group | kind + culprits right | accepted by test_accuracy (adds low-confidence ambiguous) | divergence right (where expected has one) |")
-    print("|---|---|---|---|")
+                if r["printed"]:
+                    per[key][6] += 1
+                    per[key][5] += r["div"] == "right"
+    print("| group | kind + culprits right | accepted by test_accuracy (adds low-confidence ambiguous) | divergence right (where expected has one) | divergence right where the logs print a counter |")
+    print("|---|---|---|---|---|")
     for key in [*order, "launcher torchrun", "launcher mpirun", "launcher srun", "all"]:
-        ok, acc, n, dok, dn = per[key]
-        print(f"| {key} | {ok}/{n} | {acc}/{n} | {dok}/{dn} |")
+        ok, acc, n, dok, dn, pok, pn = per[key]
+        print(f"| {key} | {ok}/{n} | {acc}/{n} | {dok}/{dn} | {pok}/{pn} |")
     print()
     for stack, by_shape in shapes.items():
         print(f"### unparsed line shapes: {stack}")
