@@ -96,8 +96,13 @@ def _take(frame: pl.DataFrame, spec: FormatSpec, window: int | None
     """(the frame without the spec's candidate lines, those its regex takes, the candidates
     outside the window, with their prefix)."""
     text = pl.col("text")
-    # a line that holds several records (parsers/records.py) is cut by the engine first
-    frame = frame.with_columns((text.str.contains(spec.literal, literal=True) & ~touched(text)).alias(_CANDIDATE))
+    candidate = frame["text"].str.contains(spec.literal, literal=True)
+    if candidate.any():  # a line that holds several records (parsers/records.py) is cut by the engine first
+        where = candidate.arg_true()
+        cut = touched(frame["text"].gather(where))
+        if cut.any():
+            candidate = candidate.scatter(where.filter(cut), False)
+    frame = frame.with_columns(candidate.alias(_CANDIDATE))
     candidates = frame.filter(pl.col(_CANDIDATE))
     candidates, outside = _window(candidates, spec, window)
     if candidates.is_empty():

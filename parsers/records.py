@@ -56,9 +56,12 @@ def _longest_literal(regex: str) -> str:
     return best
 
 
-def touched(text: pl.Expr) -> pl.Expr:
-    """Whether a raw line holds more than one record: a carriage return, a leading progress bar,
-    or a launcher's tag after its own (cheap literal tests first, the regexes only on those)."""
+def _literals() -> list[str]:
+    """Strings one of which every line to cut holds: a cheap Aho-Corasick pre-filter."""
+    return ["\r", "%|", *(literal for _, _, _, literal in _midline() if literal)]
+
+
+def _touched(text: pl.Expr) -> pl.Expr:
     checks = [text.str.contains("\r", literal=True),
               text.str.contains("%|", literal=True) & text.str.contains(_BAR_AT_START)]
     for head, midline, exclude, literal in _midline():
@@ -68,6 +71,18 @@ def touched(text: pl.Expr) -> pl.Expr:
             tagged = tagged & ~text.str.contains(exclude)
         checks.append(tagged & text.str.slice(1).str.contains(midline))
     return pl.any_horizontal(checks)
+
+
+def touched(text: pl.Series) -> pl.Series:
+    """Whether each raw line holds more than one record: a carriage return, a leading progress
+    bar, or a launcher's tag after its own. The regexes run only on the lines that hold one of the
+    literals (most lines of a big log hold none)."""
+    out = pl.Series("touched", [False] * len(text), dtype=pl.Boolean)
+    pre = text.str.contains_any(_literals())
+    if pre.any():
+        where = pre.arg_true()
+        out = out.scatter(where, pl.select(_touched(pl.lit(text.gather(where)))).to_series())
+    return out
 
 
 def _family(tag: pl.Expr, midline: str) -> pl.Expr:
@@ -81,7 +96,7 @@ def _family(tag: pl.Expr, midline: str) -> pl.Expr:
 def split_records(df: pl.DataFrame) -> pl.DataFrame:
     """The frame's lines as records (see the module doc); other columns are repeated, `_lines`
     stays on the first record of a line (0 on the others), and `_cont` marks continuations."""
-    df = df.with_row_index("_r").with_columns(_touch=touched(pl.col("text")), _cont=pl.lit(False))
+    df = df.with_row_index("_r").with_columns(_touch=touched(df["text"]), _cont=pl.lit(False))
     if not df["_touch"].any():
         return df.drop("_r", "_touch")
     keep, touch = df.filter(~pl.col("_touch")), df.filter(pl.col("_touch"))

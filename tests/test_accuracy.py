@@ -144,6 +144,22 @@ def test_a_window_of_repeated_lines_gives_the_verdict_of_every_line(spec, tmp_pa
     assert windowed["job"]["lines"] == full["job"]["lines"]
 
 
+STACKS = ("hf", "accel", "lightning", "ddp", "fsdp")
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_each_stacks_straggler_run_names_its_straggler(stack):
+    """Issue #15: the slow rank shows only in the per-rank timing each stack's own step line logs
+    (a data wait in a dict, in `key=value s`, in `data_ms=`); every stack's straggler run names it."""
+    runs = [s for s in SAMPLES if s.name.startswith(f"{stack}-") and "-straggler-" in s.name]
+    assert runs, f"no straggler capture of {stack}"
+    for sample in runs:
+        truth = json.loads((sample / "expected.json").read_text())
+        verdict = analyze(sample / "logs").report["verdict"]
+        assert (verdict["kind"], verdict["culprit_ranks"]) == ("straggler", truth["culprit_ranks"]), sample.name
+        assert f"rank(s) {truth['culprit_ranks'][0]} " in verdict["summary"]
+
+
 def test_print_scores():
     """Prints the score table (run with -s to see it)."""
     for name, got, want in SCORES:

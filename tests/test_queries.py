@@ -49,6 +49,22 @@ def test_first_stalled_is_the_rank_behind(con):
     assert con.execute("select seq, split from divergence").fetchall() == [(42, False)]
 
 
+@pytest.mark.parametrize("culprit_ops,kind", [
+    (["BROADCAST", "ALLREDUCE"], "collective_mismatch"),   # the pair swapped: its next op is the others' first
+    (["BROADCAST", "ALLGATHER"], "missing_collective"),    # the ALLREDUCE skipped: every later op one early
+])
+def test_when_the_next_ops_are_visible_a_swap_is_a_mismatch_and_a_skip_a_missing_collective(con, culprit_ops, kind):
+    from correlator import verdict
+    others = ["ALLREDUCE", "BROADCAST", "ALLGATHER"]
+    rows = [(r, "0", "detail_seq", 10 + i, op, 2, "issued") for r in (0, 1, 2) for i, op in enumerate(others)]
+    rows += [(3, "0", "detail_seq", 10 + i, op, 2, "issued") for i, op in enumerate(culprit_ops)]
+    _collectives(con, rows)
+    queries.run_all(con)
+    decided = verdict.decide(con)
+    assert (decided.kind, decided.culprit_ranks) == (kind, [3])
+    assert con.execute("select seq from divergence").fetchone() == (11,)   # DETAIL's 10, 0-based
+
+
 def test_counters_stay_apart(con):
     # DETAIL counts from 0: its 41 is SeqNum 42, and NCCL opCounts are not SeqNums at all.
     _collectives(con, [(0, "0", "detail_seq", 41, "ALLREDUCE", 8, "issued"), (1, "0", "pg_seq", 42, "ALLREDUCE", 8, "issued"),
