@@ -152,6 +152,8 @@ def test_each_stacks_straggler_run_names_its_straggler(stack):
     """Issue #15: the slow rank shows only in the per-rank timing each stack's own step line logs
     (a data wait in a dict, in `key=value s`, in `data_ms=`); every stack's straggler run names it."""
     runs = [s for s in SAMPLES if s.name.startswith(f"{stack}-") and "-straggler-" in s.name]
+    if not runs and os.environ.get("CORRELATOR_SAMPLES"):
+        pytest.skip(f"the capture in CORRELATOR_SAMPLES has no {stack} straggler run")
     assert runs, f"no straggler capture of {stack}"
     for sample in runs:
         truth = json.loads((sample / "expected.json").read_text())
