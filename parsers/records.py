@@ -73,6 +73,28 @@ def _touched(text: pl.Expr) -> pl.Expr:
     return pl.any_horizontal(checks)
 
 
+def maybe_touched(text: pl.Expr) -> pl.Expr:
+    """A cheap superset of `touched`, for the lines a window leaves out unread: a carriage return,
+    a bar's `%|`, or a launcher's tag literal twice."""
+    checks = [text.str.contains_any(["\r", "%|"])]
+    checks += [text.str.count_matches(literal, literal=True) >= 2 for _, _, _, literal in _midline() if literal]
+    return pl.any_horizontal(checks)
+
+
+def maybe_touched_bytes(data: bytes, start: int, end: int, lines: int, head: bytes) -> bool:
+    """The same for a block of raw bytes of `lines` lines that all start with `head` (parsers/bulk.py
+    skim_blocks): a carriage return, a bar's `%|` (single-byte searches first: they are the fast
+    ones), or, where the head is a launcher's tag, that tag's literal more than once a line (only
+    a line that starts with a tag is cut at the next one)."""
+    if data.find(b"\r", start, end) >= 0 or (data.find(b"|", start, end) >= 0 and data.find(b"%|", start, end) >= 0):
+        return True
+    for _, _, _, literal in _midline():
+        tag = literal.encode()
+        if tag and tag in head and data.count(tag, start, end) > lines:
+            return True
+    return False
+
+
 def touched(text: pl.Series) -> pl.Series:
     """Whether each raw line holds more than one record: a carriage return, a leading progress
     bar, or a launcher's tag after its own. The regexes run only on the lines that hold one of the
