@@ -172,8 +172,9 @@ def fr_divergence(con) -> dict | None:
 
 def collateral(con, culprits: list[int], causes: set[tuple] = frozenset()) -> list[dict]:
     """What the others did as a consequence: the collateral lines of every rank but the culprits,
-    and of the launcher and the scheduler, but the lines that are causes (the culprits' own ends,
-    the lines the verdict's rule names: a memory kill, the scheduler's end of the job)."""
+    and of the launcher and the scheduler (not their reports of how a culprit's process ended), but the lines
+    that are causes (the culprits' own ends, the lines the verdict's rule names: a memory kill,
+    the scheduler's end of the job)."""
     rows = _rows(con, """select c.rank, c.kind, c.time, c.file, c.line, c.text,
                                 (select min(pg) from collectives k where k.rank = c.rank and k.state = 'timeout') as pg,
                                 (select max(seq) from collectives k where k.rank = c.rank and k.state = 'timeout') as seq,
@@ -181,8 +182,14 @@ def collateral(con, culprits: list[int], causes: set[tuple] = frozenset()) -> li
                          from collateral c
                          where (c.rank is null or c.rank not in (select unnest(?::bigint[])))
                            and (c.file, c.line) not in (select unnest(?::varchar[]), unnest(?::bigint[]))
+                           -- a launcher's or scheduler's report of how a culprit's process ended is about
+                           -- it, not the others (the stop signals the launcher sent it are what it did next)
+                           and (c.kind in ('torchelastic_closing_worker', 'torchelastic_death_signal')
+                                or (c.file, c.line) not in (select file, line from exits
+                                                            where rank in (select unnest(?::bigint[])) and file is not null))
                          order by c.time nulls last, c.rank, c.file, c.line limit ?""",
-                 [culprits or [-1], [f for f, _ in causes] or [""], [l for _, l in causes] or [-1], COLLATERAL_ROWS])
+                 [culprits or [-1], [f for f, _ in causes] or [""], [l for _, l in causes] or [-1], culprits or [-1],
+                  COLLATERAL_ROWS])
     return [{"rank": r["rank"], "kind": r["kind"], "pg": r["pg"], "seq": r["seq"], "counter": r["counter"],
              "seq_label": printed_label(r["counter"], r["seq"], r["text"]), "time": iso(r["time"]),
              "file": r["file"], "line": r["line"], "text": r["text"]} for r in rows]
@@ -194,10 +201,12 @@ def timeline(con, culprits: list[int] = (), cut: bool = True) -> list[dict]:
     The culprits' own last CULPRIT_ROWS timed events are among them even when the others'
     timeouts and exits came later and outnumber them."""
     own = [r for r in _last_events(con, CULPRIT_ROWS, culprits, cut) if r["aligned_ts"]] if culprits else []
-    keys = {(r["file"], r["line"]) for r in own}
-    rest = [r for r in _last_events(con, TIMELINE_ROWS, (), cut) if (r["file"], r["line"]) not in keys]
+    # a line cut into pieces (a `\r`, a launcher's tag inside it) has an event per piece: each is
+    # told apart, and ordered, by its kind and text too
+    keys = {(r["file"], r["line"], r["kind"], r["text"]) for r in own}
+    rest = [r for r in _last_events(con, TIMELINE_ROWS, (), cut) if (r["file"], r["line"], r["kind"], r["text"]) not in keys]
     rows = sorted(own + rest[max(0, len(rest) + len(own) - TIMELINE_ROWS):],
-                  key=lambda r: (r["aligned_ts"] is None, r["aligned_ts"] or 0, r["file"], r["line"]))
+                  key=lambda r: (r["aligned_ts"] is None, r["aligned_ts"] or 0, r["file"], r["line"], r["kind"], r["text"] or ""))
     return [{"time": iso(r["aligned_ts"]), "rank": r["rank"], "host": r["host"], "source": r["source"],
              "kind": r["kind"], "text": r["text"], "file": r["file"], "line": r["line"]} for r in rows]
 
@@ -212,8 +221,8 @@ def _last_events(con, n: int, ranks, cut: bool) -> list[dict]:
     sql = f"""select * from (
                   select aligned_ts, rank, host, source, kind, text, file, line from timeline_events
                   where {where} and (aligned_ts is not null or rank is not null) {{cut}}
-                  order by aligned_ts desc nulls last, file desc, line desc limit ?)
-              order by aligned_ts nulls last, file, line"""
+                  order by aligned_ts desc nulls last, file desc, line desc, kind desc, text desc limit ?)
+              order by aligned_ts nulls last, file, line, kind, text"""
     start = con.execute(f"""select aligned_ts from aligned_events where {where} and aligned_ts is not null
                             order by aligned_ts desc limit 1 offset ?""", [*params, 4 * n]).fetchone() if cut else None
     rows = _rows(con, sql.format(cut="and aligned_ts >= ?"), [*params, start[0], n]) if start else []

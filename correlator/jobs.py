@@ -1,6 +1,6 @@
 """Several jobs in one input: found from the names in the tree, before anything is parsed.
 
-`correlator analyze samples` (a tree of 46 captured runs) must not merge them into one verdict.
+`correlator analyze samples` (a tree of 100 captured runs) must not merge them into one verdict.
 A job leaves names that say which job it is:
 
 - Slurm: `slurm-<id>.out` (`slurm-<id>_<task>.out` for an array task) and srun's `%x-%j-%t.out`
@@ -17,9 +17,10 @@ are one job at `logs`.
 
 Runs of one torchrun rdzv id are one job; a torchrun run inside the directory of one Slurm job is
 part of it; two Slurm job ids are two jobs, wherever they lie; torchrun runs with the default id
-that lie in different job directories are different jobs. Several inputs given together are the
-user's word that they are one job: every input's own directory counts as the same place (but two
-Slurm job ids are still two jobs). Archives and standard input are not looked into (one job each).
+that lie in different job directories are different jobs; logs that leave no name (an mpirun
+console) in a directory beside named jobs' directories are a job of their own. Several inputs
+given together are the user's word that they are one job: every input's own directory counts as
+the same place (but two Slurm job ids are still two jobs). Archives and standard input are not looked into (one job each).
 """
 from __future__ import annotations
 
@@ -67,15 +68,42 @@ def _climb(directory: Path, root: Path) -> Path:
     return directory
 
 
+LOG_FILE = re.compile(r"\.(?:log|out|err)(?:\.gz|\.zst)?$")
+LOG_DIRS = {"logs", "log", "output", "outputs", "stdout", "stderr"}   # any file in one is a log
+
+
+def _unnamed(root: Path, found: list[_Anchor], logs_in: dict[Path, str]) -> list[_Anchor]:
+    """Jobs that leave no name (an mpirun console, a pod's log) beside jobs that do: a directory
+    next to named jobs' own directories (their parent holds it too) that holds log files (`*.log`,
+    `*.out`, `*.err`, or any file in a directory such as `logs/`) and no named job is a
+    job of its own, known by where it lies."""
+    places = {a.where for a in found}
+    beside = {p.parent for p in places if p != root and (p.parent == root or root in p.parent.parents)}
+    out = []
+    for parent in sorted(beside):
+        for name, first in sorted(logs_in.items()):
+            if name.parent != parent or name in places or any(name in p.parents or p in name.parents for p in places):
+                continue
+            out.append(_Anchor(f"place:{name}", "place", "logs", name, first))
+    return out
+
+
 def _anchors(root: Path) -> list[_Anchor]:
     """The job names in the tree under `root` (a directory; links not followed)."""
     found: list[_Anchor] = []
+    logs_in: dict[Path, str] = {}   # the top directories (children of any directory) holding log files
     seen = 0
     for directory, subdirs, files in os.walk(root):
         seen += len(subdirs) + len(files)
         if seen > MAX_ENTRIES:
             return []
         here = Path(directory)
+        logs = [f for f in files if LOG_FILE.search(f)] or (files if here.name.lower() in LOG_DIRS else [])
+        if logs and here != root:
+            for top in (here, *here.parents):   # each directory on the way up holds them
+                if top == root:
+                    break
+                logs_in.setdefault(top, str((here / sorted(logs)[0]).relative_to(root.parent)))
         subdirs.sort()
         if any(ATTEMPT.match(d) for d in subdirs):  # a torchrun run directory
             subdirs[:] = []  # its rank directories say nothing more about the job
@@ -91,7 +119,7 @@ def _anchors(root: Path) -> list[_Anchor]:
             if match:
                 found.append(_Anchor(f"slurm:{match[1]}", "slurm", f"slurm job {match[1]}", _climb(here, root),
                                      str((here / name).relative_to(root.parent))))
-    return found
+    return found + _unnamed(root, found, logs_in) if found else found
 
 
 def _file_anchor(path: Path) -> list[_Anchor]:

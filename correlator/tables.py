@@ -76,8 +76,11 @@ SCHEMAS: dict[str, pa.Schema] = {
     ]),
     # Training progress: step counters per rank.
     # data_s: seconds the rank waited for its input in that step, where the script logs it.
+    # step_s: seconds the step took as the trainer measured it; rate: its throughput (it/s,
+    # samples/s, tokens/s, TFLOP/s: higher is faster); source `bar` for a progress bar's redraw.
     "progress": pa.schema(_WHERE + _WHO + [("step", pa.int64()), ("total", pa.int64()), ("ts", TS),
-                                           ("data_s", pa.float64())]),
+                                           ("data_s", pa.float64()), ("step_s", pa.float64()),
+                                           ("rate", pa.float64()), ("source", pa.string())]),
     # How processes, tasks, containers and jobs ended.
     "exits": pa.schema(_WHERE + _WHO + [
         ("task", pa.int64()), ("exit_code", pa.int64()), ("signal", pa.int64()),

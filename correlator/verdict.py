@@ -97,7 +97,7 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "what": _one(con, "select coalesce((select any_value(what) from mismatch_minority), (select any_value(what) from mismatch_votes))"),
         "norm": _one(con, "select any_value(norm) from mismatch_minority"),
         "div_at": _divergence_at(con),
-        "stalled_at": _at(con, "select pg, counter, last_seq, file, line from first_stalled") or _stalled_without_seq(con),
+        "stalled_at": "after " + (_at(con, "select pg, counter, last_seq, file, line from first_stalled") or _stalled_without_seq(con)),
         "own_error": _one(con, "select text from rank_events where error_class = 'own' order by ts nulls last, file, line limit 1"),
         "scheduler_note": _scheduler_note(con),
         "has_seq": _one(con, "select count(*) > 0 from last_seq"),
@@ -107,18 +107,29 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "seq_ranks": _one(con, "select count(distinct rank) from last_seq"),
         "idle_s": _one(con, "select round(epoch(idle)) from progress_gap"),
         "straggler_lag": _one(con, "select round(max(lag_ms)) from straggler_ranks"),
+        # how the slow rank(s) show, in the words of what the logs measured
+        "straggler_how": _one(con, """select string_agg(distinct case basis
+              when 'step_end' then 'their steps end ' || cast(round(lag_ms) as bigint) || ' ms after the median rank''s'
+              when 'data_wait' then 'they wait ' || cast(round(lag_ms) as bigint) || ' ms for data per step'
+              when 'step_time' then 'their steps take ' || round(ratio, 1) || 'x the median rank''s'
+              else 'their throughput is ' || round(ratio, 2) || 'x the median rank''s' end, '; ')
+            from straggler_ranks"""),
         "minority_call": _one(con, "select any_value(call) from call_minority"),
         "majority_call": _one(con, "select any_value(majority_call) from call_minority"),
         "error_lines": _one(con, "select count(*) from error_lines"),
         "init_note": _one(con, "select any_value(text) from events where kind = 'init_error'"),
+        "common_how": _one(con, "select how from common_mode limit 1"),
+        "behind_call": _one(con, "select any_value(call) from left_behind"),
+        "behind_site": _one(con, "select any_value(site) from left_behind"),
     }
     value = _one(con, "select any_value(value) from mismatch_minority")
     if f["what"] == "ddp_params" and value and f["norm"]:   # as DDP says it: `Rank 3 has 8 params`
         value, f["norm"] = f"{value} params", f"{f['norm']} params"
     f["norm_note"] = _difference(value, f["norm"])
     f["what"] = MISMATCH_WHAT.get(f["what"], f["what"])
-    if f["last_step"] is None:   # no progress lines: a summary that quotes the last step says so
-        f["last_step"] = "not logged"
+    # the last step as the line that logged it prints it (`step=8`, `global step 8/8`); where no
+    # progress line is, a summary that quotes it says so
+    f["last_step"] = _last_step_printed(con, f["last_step"]) if f["last_step"] is not None else "step not logged"
     f.update(fr_facts(con))
     if f.get("fr_seq") is not None:   # as the dump states it, naming the counter: collective_seq_id=16
         f["fr_seq"] = seq_label(f.get("fr_counter"), None, str(f["fr_seq"]))
@@ -140,6 +151,12 @@ def _divergence_at(con: duckdb.DuckDBPyConnection) -> str | None:
                            left join (select * from evidence_divergence_rows order by rank, file, line limit 1) r on true""")
     except duckdb.CatalogException:
         return _at(con, "select pg, counter, seq from divergence")
+
+
+def _last_step_printed(con: duckdb.DuckDBPyConnection, step: int) -> str:
+    row = con.execute("select file, line from progress where step = ? order by rank nulls last, file, line limit 1",
+                      [step]).fetchall()
+    return printed_label("progress_step", step, line_text(con, *row[0]) if row else None)
 
 
 def _stalled_without_seq(con: duckdb.DuckDBPyConnection) -> str:
@@ -334,15 +351,20 @@ def evidence_and_causes(con: duckdb.DuckDBPyConnection, verdict: Verdict,
         causes |= {(f, l) for f, l, _, clue in rows if clue}
     else:
         kinds = list(rule.evidence_kinds)
+        # A launcher's or scheduler's line names no rank of its own, but the exit it reports is a
+        # rank's (exits): cited as that rank's, never as the rank's own line.
         candidates += con.execute(
             f"""select file, line, rank from (
-                    select *, row_number() over (
-                        partition by rank, kind
-                        order by (case when kind in {REPEATING_KINDS} then aligned_ts end) desc nulls last,
-                                 (case when kind in {REPEATING_KINDS} then line end) desc nulls last,
-                                 aligned_ts nulls last, file, line) as nth
-                    from timeline_events where kind in (select unnest(?::varchar[]))
-                      and not regexp_matches(coalesce(text, ''), '^\\s*[-=]+\\s*$'))   -- a table's rules say nothing
+                    select t.* replace (coalesce(t.rank, x.rank) as rank), row_number() over (
+                        partition by coalesce(t.rank, x.rank), t.kind
+                        order by (case when t.kind in {REPEATING_KINDS} then t.aligned_ts end) desc nulls last,
+                                 (case when t.kind in {REPEATING_KINDS} then t.line end) desc nulls last,
+                                 t.aligned_ts nulls last, t.file, t.line) as nth
+                    from timeline_events t
+                    left join (select file, line, min(rank) as rank from exits where rank is not null group by file, line) x
+                      using (file, line)
+                    where t.kind in (select unnest(?::varchar[]))
+                      and not regexp_matches(coalesce(t.text, ''), '^\\s*[-=]+\\s*$'))   -- a table's rules say nothing
                 order by nth > 1, coalesce(rank in (select unnest(?::bigint[])), false) desc,
                          list_position(?::varchar[], kind), nth, aligned_ts nulls last, file, line
                 limit ?""", [kinds, verdict.culprit_ranks or [-1], kinds, limit]).fetchall()
@@ -390,8 +412,10 @@ def _cite(con: duckdb.DuckDBPyConnection, candidates: list[tuple], read_lines=No
                           join (select unnest(?::varchar[]) as file, unnest(?::bigint[]) as line) k using (file, line)
                           order by e.file, e.line, e.kind, e.text""",
                        [[f for f, _ in order], [l for _, l in order]]).fetchall()
+    # a line cut into several records (a launcher's tag inside it) has an event per piece: the one
+    # of the candidate's rank, and one that says something, is cited
     found: dict = {}
-    for f, l, r, t in rows:
+    for f, l, r, t in sorted(rows, key=lambda row: (row[2] != ranks.get(row[:2]), not (row[3] or "").strip())):
         found.setdefault((f, l), (r, t))
     read: set = set()
     out, seen = [], set()

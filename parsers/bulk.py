@@ -40,6 +40,7 @@ import pyarrow as pa
 
 from .engine import FRAME_COLUMNS, _values, clean, parse_frame, share_decisions
 from .multiline import stream_key
+from .records import maybe_touched, maybe_touched_bytes, touched
 from .reader import ReadStats, split_lines
 from .spec import FormatSpec, registry
 
@@ -95,7 +96,13 @@ def _take(frame: pl.DataFrame, spec: FormatSpec, window: int | None
     """(the frame without the spec's candidate lines, those its regex takes, the candidates
     outside the window, with their prefix)."""
     text = pl.col("text")
-    frame = frame.with_columns(text.str.contains(spec.literal, literal=True).alias(_CANDIDATE))
+    candidate = frame["text"].str.contains(spec.literal, literal=True)
+    if candidate.any():  # a line that holds several records (parsers/records.py) is cut by the engine first
+        where = candidate.arg_true()
+        cut = touched(frame["text"].gather(where))
+        if cut.any():
+            candidate = candidate.scatter(where.filter(cut), False)
+    frame = frame.with_columns(candidate.alias(_CANDIDATE))
     candidates = frame.filter(pl.col(_CANDIDATE))
     candidates, outside = _window(candidates, spec, window)
     if candidates.is_empty():
@@ -148,7 +155,8 @@ def _outside_window(spec: FormatSpec, window: int, *by: str) -> pl.Expr:
     (find, slice): the lines outside the window are never cleaned, split or matched. A line
     without the key, or not ASCII (see _ascii), is never outside."""
     text, after = pl.col("text"), spec.bulk["window_after"]
-    key = pl.when(text.str.contains(spec.literal, literal=True) & _ascii(text)).then(
+    # a line that may hold several records (parsers/records.py) is never left out unread
+    key = pl.when(text.str.contains(spec.literal, literal=True) & _ascii(text) & ~maybe_touched(text)).then(
         text.str.slice(text.str.find(after, literal=True) + len(after), spec.bulk["window_chars"]))
     process = pl.col(_PREFIX).str.slice(-spec.bulk["process_chars"])
     from_end = pl.col("line").rank("ordinal", descending=True).over(*by, process, key)
@@ -322,6 +330,14 @@ def _bulk_counts(data: bytes, start: int, end: int, lines: int,
     head = data[start:at]
     starts = data.count(b"\n" + head + after, max(start - 1, 0), end) + (start == 0)
     if starts != lines or data.count(literal, start, end) != lines:
+        return None
+    # the key once a line: the window reads a line's key at its first `window_after`, the counts
+    # below find it anywhere (a corrupted line holding a second one is another key there)
+    if data.count(spec.bulk["window_after"].encode(), start, end) != lines:
+        return None
+    # no line that may hold several records (parsers/records.py): a tag glued into a COLL line
+    # would hide another process's record in the block
+    if maybe_touched_bytes(data, start, end, lines, head):
         return None
     probe = head + after + _PROBE_MESSAGE.encode()
     counts = _key_counts(data, start, end, keys_of.get(probe, set()))

@@ -17,6 +17,7 @@ import polars as pl
 import pyarrow as pa
 
 from .multiline import join_partial_records
+from .records import CONTINUATION, split_records
 from .spec import LINE_COLUMNS, FormatSpec, by_layer
 
 # ANSI CSI / OSC / two-byte escapes, then every other C0 control (tab kept) and DEL, C1 controls.
@@ -26,9 +27,10 @@ _CONTROL = (
 )
 
 # How each timestamp format is read; see parse_ts.
-TS_PRECISION = {"c10": "s", "torchlog": "ms", "iso": "ms", "iso_s": "s", "rfc3339": "us", "epoch": "s", "ctime": "s"}
+TS_PRECISION = {"c10": "s", "torchlog": "ms", "iso": "ms", "iso_s": "s", "rfc3339": "us", "epoch": "s", "ctime": "s",
+                "mdy": "s"}
 TS_INFERRED = {"c10": "year,zone", "torchlog": "year,zone", "iso": "zone", "iso_s": "zone", "rfc3339": None, "epoch": None,
-               "ctime": "zone"}
+               "ctime": "zone", "mdy": "zone"}
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ def parse_ts(raw: pl.Expr, fmt: str) -> pl.Expr:
     if fmt == "ctime":   # `Tue Oct 16 08:53:15 2018` (day of month space-padded)
         return raw.str.replace("  ", " ", literal=True).str.to_datetime(
             "%a %b %d %H:%M:%S %Y", strict=False, time_zone="UTC").cast(utc)
+    if fmt == "mdy":  # `12/01/2026 09:12:01`: month/day/year (the HF examples' datefmt)
+        return raw.str.to_datetime("%m/%d/%Y %H:%M:%S", strict=False, time_zone="UTC").cast(utc)
     if fmt == "epoch":
         return pl.from_epoch(raw.str.to_integer(strict=False), time_unit="s").dt.replace_time_zone("UTC").cast(utc)
     raise ValueError(f"unknown ts_format {fmt!r}")
@@ -114,6 +118,16 @@ def _values(spec: FormatSpec, parts: pl.Expr, msg: pl.Expr | None = None) -> dic
             v = v.replace(spec.maps[f])
         default = "int" if spec.layer != "message" and _LINE_DTYPES.get(f) == pl.Int64 else "str"
         out[f] = _typed(v, spec.types.get(f, default))
+    for f, how in spec.into.items():   # a value in another unit or spelling, into its column
+        if f not in out:
+            continue
+        v = out.pop(f)
+        if how.get("thousands"):
+            v = v.cast(pl.String).str.replace_all(how["thousands"], "", literal=True)
+        if how["factor"] != 1 or how.get("thousands"):
+            v = v.cast(pl.Float64, strict=False)   # by the inverse: 239 / 1000 is 0.239, 239 * 0.001 is not
+            v = v / (1 / how["factor"]) if 0 < how["factor"] < 1 else v * how["factor"]
+        out[how["field"]] = v if how["field"] not in out else pl.coalesce(out[how["field"]], v)
     return out
 
 
@@ -339,14 +353,17 @@ def group_frame(parts: list[tuple[pa.Array, int | pl.Series, FileContext]]) -> p
 
 
 def _prepare(df: pl.DataFrame) -> pl.DataFrame:
-    """Raw lines with their position, cleaned text and the empty line columns the layers fill."""
+    """Raw lines as records (parsers/records.py) with their position, cleaned text and the empty
+    line columns the layers fill; a record continued from an earlier one is already recognised."""
+    df = split_records(df)
+    kind = pl.when(pl.col("_cont")).then(pl.lit(CONTINUATION)) if "_cont" in df.columns else pl.lit(None, pl.String)
     return df.with_columns(
         idx=pl.int_range(0, pl.len(), dtype=pl.Int64),
         text=clean(pl.col("text")),
-        header=pl.lit(None, pl.String), kind=pl.lit(None, pl.String), source=pl.lit(None, pl.String),
+        header=pl.lit(None, pl.String), kind=kind, source=pl.lit(None, pl.String),
         ts=pl.lit(None, pl.Datetime("us", "UTC")), ts_fmt=pl.lit(None, pl.String),
         **{c: pl.lit(None, _LINE_DTYPES[c]) for c in LINE_COLUMNS if c != "msg"},
-    )
+    ).drop("_cont", strict=False)
 
 
 def parse_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:

@@ -103,6 +103,7 @@ def _rows_for_tables(df: pl.DataFrame, emitted: list, sink: Sink) -> None:
 def _parse_lines(parts: list, sink: Sink, window: int | None) -> None:
     """One engine pass over the lines of one or many files (the bulk lane's lines aside)."""
     from .torchelastic import assemble_child_failed, mark_child_failed  # it registers itself here: import late
+    from .mpirun import assemble_mpirun_exits
     frame, bulk, skimmed = take_bulk(group_frame([part[:3] for part in parts]), window, _left_out(parts))
     for path, count in skimmed.iter_rows():
         sink.results[path].skimmed += count
@@ -110,6 +111,7 @@ def _parse_lines(parts: list, sink: Sink, window: int | None) -> None:
     df = carry_time(mark_child_failed(mark_tracebacks(df)))
     _rows_for_tables(df, emitted, sink)
     sink.add("exits", pl.from_arrow(assemble_child_failed(df)))
+    sink.add("exits", pl.from_arrow(assemble_mpirun_exits(df)))
     sink.add("events", df.select(EVENT_COLUMNS))
     # One group-by for all files: per file it would cost more than parsing a small file.
     for path, kind, count in df.group_by("file", "kind").len().iter_rows():

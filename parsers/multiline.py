@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import polars as pl
 
+# Records of one physical line share its number (parsers/records.py): their order is the frame's.
+_ORDER = ["line", "idx"]
 _EXCEPTION = r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Abort|Warning|Timeout)\b(?::.*)?$"
 _FRAME = r'^  File "(?P<frame_file>[^"]*)", line (?P<frame_line>\d+), in (?P<frame_fn>.*)$'
 
@@ -27,11 +29,12 @@ def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
     start = pl.col("text").str.starts_with("Traceback (most recent call last):")
     if not df.select(start.any()).item():
         return df
-    indented = pl.col("text").str.starts_with("  ") | (pl.col("text") == "")
+    # a piece of a record cited whole elsewhere (parsers/records.py) neither starts nor ends one
+    indented = pl.col("text").str.starts_with("  ") | (pl.col("text") == "") | (pl.col("kind") == "line_piece")
     work = df.with_columns(_stream=stream_key()).with_columns(
-        _block=start.cast(pl.Int64).cum_sum().over("_stream", order_by="line"),
+        _block=start.cast(pl.Int64).cum_sum().over("_stream", order_by=_ORDER),
     ).with_columns(
-        _ends=(~indented & ~start).cast(pl.Int64).cum_sum().over(["_stream", "_block"], order_by="line"),
+        _ends=(~indented & ~start).cast(pl.Int64).cum_sum().over(["_stream", "_block"], order_by=_ORDER),
     )
     in_block = pl.col("_block") > 0
     frame = in_block & (pl.col("_ends") == 0) & ~start
@@ -59,7 +62,7 @@ def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
 def carry_time(df: pl.DataFrame) -> pl.DataFrame:
     """Lines without a time of their own (traceback lines, C++ frames, bare NCCL lines) take the
     time of the last timed line of the same stream, flagged `carried` in ts_inferred."""
-    carried = pl.col("ts").forward_fill().over(stream_key(), order_by="line")
+    carried = pl.col("ts").forward_fill().over(stream_key(), order_by=_ORDER)
     return df.with_columns(
         ts_inferred=pl.when(pl.col("ts").is_null() & carried.is_not_null())
         .then(pl.lit("carried")).otherwise(pl.col("ts_inferred")),
@@ -77,8 +80,8 @@ def join_partial_records(df: pl.DataFrame) -> pl.DataFrame:
     key = ["file", "stream"]
     cri = df.filter(pl.col("partial").is_not_null()).select("idx", "line", *key, "partial", "text")
     cri = cri.with_columns(
-        _start=(pl.col("partial").shift(1).over(key, order_by="line") != "P").fill_null(True),
-    ).with_columns(_run=pl.col("_start").cast(pl.Int64).cum_sum().over(key, order_by="line"))
+        _start=(pl.col("partial").shift(1).over(key, order_by=_ORDER) != "P").fill_null(True),
+    ).with_columns(_run=pl.col("_start").cast(pl.Int64).cum_sum().over(key, order_by=_ORDER))
     whole = cri.group_by(*key, "_run").agg(pl.col("text").sort_by("line").str.join("").alias("_whole"))
     cri = cri.join(whole, on=[*key, "_run"], how="left")
     firsts = cri.filter(pl.col("_start")).select("idx", "_whole")

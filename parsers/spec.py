@@ -57,7 +57,11 @@ class FormatSpec:
     headers: tuple = ()             # message specs: only lines under these header specs
     ts_format: str | None = None    # header/wrapper specs: how to read `ts_raw` / `wrap_ts`
     maps: dict = field(default_factory=dict)    # field -> {raw value: value}, e.g. severity letters
+    # field -> {field, factor[, thousands]}: a value read in another unit or spelling goes to
+    # `field` (where that is not set already), times `factor` (`data_ms` -> `data_s`, 0.001)
+    into: dict = field(default_factory=dict)
     min_share: float = 0.0          # wrappers: apply only if this share of a batch matches
+    midline: str | None = None      # wrappers: the tag as it recurs inside a line (parsers/records.py)
     in_files_with: str | None = None  # messages: only in files with a line containing this text
     priority: int = 100             # lower is tried first; ties keep file order
     bulk: dict = field(default_factory=dict)    # messages: the bulk lane (parsers/bulk.py), see _check
@@ -96,6 +100,10 @@ def _check(spec: FormatSpec) -> None:
         raise ValueError(f"{where}: unknown types {bad_types}")
     if spec.min_share and spec.layer != "wrapper":
         raise ValueError(f"{where}: only a wrapper has a min_share")
+    if any(not isinstance(v, dict) or "field" not in v or "factor" not in v for v in spec.into.values()):
+        raise ValueError(f"{where}: `into` maps a field to {{field = ..., factor = ...}}")
+    if spec.midline and spec.layer != "wrapper":
+        raise ValueError(f"{where}: only a wrapper has a midline tag")
     if spec.bulk and not (spec.split is not None and spec.literal and spec.headers
                           and {"after", "keep_last_by", "window_after", "window_chars", "process_chars"} <= set(spec.bulk)):
         raise ValueError(f"{where}: `bulk` needs split, literal, headers and "

@@ -12,6 +12,8 @@ where kind in (
     -- the launcher: failed workers, the SIGTERMs it sent, its "Root Cause"
     'torchelastic_worker_exit', 'torchelastic_worker_signaled', 'torchelastic_closing_worker',
     'torchelastic_death_signal', 'torchelastic_summary',
+    -- mpirun: the first process to exit non-zero, the one it saw die of a signal, the abort
+    'mpirun_process_name', 'mpirun_signaled', 'mpirun_job_aborted',
     -- the scheduler: task exits, cancellations, time limits, memory kills
     'srun_task_exit', 'srun_task_signal', 'srun_step_end', 'slurm_cancelled', 'slurm_step_failed',
     'slurm_task_signal', 'slurmctld_time_limit', 'slurm_memory_limit', 'slurm_job_memory_limit', 'slurm_oom_kill',

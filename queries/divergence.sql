@@ -45,7 +45,12 @@ with split as (  -- seqs where ranks issued different things
       and exists (select 1 from speaking_ranks w where w.pg = s.pg
                   and w.rank not in (select rank from last_seq l where l.pg = s.pg and l.counter = s.counter))
     group by s.pg, s.counter
-), missing as (select * from behind union all select * from silent)
+), checked as (  -- every rank issued the same last collective, and the runtime says what they exchanged
+                -- in it differs (DDP's parameter check all-gathers every rank's shapes, then compares)
+    select l.pg, l.counter, max(l.last_seq) as seq from last_seq l
+    where exists (select 1 from mismatches where what = 'ddp_params') and l.pg = '0'
+    group by l.pg, l.counter having count(distinct l.last_seq) = 1 and count(*) >= 2
+), missing as (select * from behind union all select * from silent union all select * from checked)
 select pg, counter, min(seq) as seq, arg_min(kind = 'split', seq) as split,
        (select count(distinct rank) from last_seq l where l.pg = d.pg and l.counter = d.counter) as coverage
 from (

@@ -198,3 +198,20 @@ from (
 create or replace temp view evidence_stacks as
 select file, line, rank, row_number() over (order by rank not in (select rank from evidence_culprits), in_collective, rank) as k
 from stack_states;
+
+-- A common-mode failure: how each rank died, one line a rank in rank order: its own error, else
+-- the line that gives its fatal signal (of torchrun's failure summary, the entry's `exitcode`
+-- line, not its `[N]:` header).
+create or replace temp view evidence_common_mode as
+with how as (
+    select e.file, e.line, e.rank, e.ts, 0 as part from rank_events e where e.error_class = 'own'
+    union all
+    select coalesce(c.file, x.file), coalesce(c.line, x.line), x.rank, x.ts, 1 from exits x
+    left join events c on x.source = 'torchelastic_summary' and c.file = x.file
+                      and c.line between x.line + 1 and x.line + 6 and regexp_matches(c.text, '^\s*exitcode\s*:')
+    where x.file is not null and x.rank is not null and x.signal in (4, 6, 7, 8, 11)
+      and x.source not in ('sacct', 'jobcomp', 'scontrol')
+)
+select file, line, rank, row_number() over (order by rank) as k from how
+qualify row_number() over (partition by rank order by part, ts nulls last,
+                           file in (select file from evidence_rank_files) desc, file, line) = 1;

@@ -48,6 +48,8 @@ select m.*,
        -- members with no collective of the group in their dump, or no dump at all
        coalesce((select list(rank order by rank) from u where u.gkey = m.gkey and not issued), []) as silent,
        (select max(seq) from fr_coll c where c.gkey = m.gkey) as max_seq,
+       -- the lowest of the members' last seqs: the oldest collective some member still waits in
+       (select min(last) from (select max(seq) as last from fr_coll c where c.gkey = m.gkey group by c.rank)) as min_last_seq,
        coalesce((select bool_or(state in ('started', 'completed')) from fr_coll c where c.gkey = m.gkey), false) as has_state,
        (select min(seq) from fr_seq s where s.gkey = m.gkey and len(s.scheduled) + s.started > 0) as pending_seq
 from m;
@@ -132,8 +134,10 @@ where c.last_seq < g.max_seq
 group by c.gkey
 union all
 -- members that show no collective of the group (no dump at all, most often): the seq the others
--- wait in (the first not completed everywhere; without kernel state, the last one they hold)
-select gkey, 'silent', case when has_state then coalesce(pending_seq, max_seq) else max_seq end, silent
+-- wait in (the first not completed everywhere; without kernel state, the oldest one a member still
+-- holds last: gloo leaves every entry `scheduled`, and a member whose peer never came waits in it
+-- while another, served by the root of a broadcast, may have gone one further)
+select gkey, 'silent', case when has_state then coalesce(pending_seq, max_seq) else min_last_seq end, silent
 from fr_group_state where len(silent) > 0 and max_seq is not null
 union all
 -- every rank holds the seq and the same op, some started it, some did not even start it:

@@ -18,10 +18,14 @@ select rank,
        -- a kill, or a death the runtime saw without a word from the process (NCCL RAS: dead)
        bool_or(signal = 9 or reason ilike '%out of memory%' or reason ilike '%oom%' or reason in ('process_dead', 'worker_died')) as killed_hard,
        bool_or(signal in (11, 7, 4, 8)) as crashed_signal,
+       -- the signal the process died of, where it is a crash's (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT)
+       max(signal) filter (where signal in (11, 7, 4, 8, 6)) as fatal_signal,
        bool_or(reason = 'agent_sigterm' or signal = 15) as terminated,
        bool_or(exit_code = 0 and signal is null) as exited_zero,
        bool_or(exit_code > 0) as exited_error,
        bool_or(source = 'torchelastic_summary') as listed_failed,
+       -- when it was told to stop from outside (the agent's SIGTERM, a SIGTERM it logged receiving)
+       min(ts) filter (where reason in ('agent_sigterm', 'signal_received')) as term_at,
        min(ts) as exit_ts
 from exits where rank is not null group by rank;
 
@@ -32,13 +36,22 @@ select w.rank,
        (select arg_min(file || ':' || line, coalesce(ts, timestamp '2999-01-01')) from rank_events e
          where e.rank = w.rank and error_class = 'own') as own_error_where,
        (select count(*) from rank_events e where e.rank = w.rank and error_class = 'own') as own_errors,
+       -- the rank's first own error, numbers left out: what two ranks that failed alike share
+       (select regexp_replace(arg_min(text, (coalesce(ts, timestamp '2999-01-01'), file, line)), '\d+', 'N', 'g')
+          from rank_events e where e.rank = w.rank and error_class = 'own') as own_error_shape,
        (select min(ts) from rank_events e where e.rank = w.rank and error_class = 'collateral') as collateral_at,
        (select count(*) from rank_events e where e.rank = w.rank and error_class = 'collateral') as collateral_errors,
+       -- of those, the ones before it was told to stop: what it said after a SIGTERM is its
+       -- shutdown (a handler's broadcast, a lost peer), not what it was doing
+       (select count(*) from rank_events e where e.rank = w.rank and error_class = 'collateral'
+          and (x.term_at is null or e.ts <= x.term_at)) as collateral_before_stop,
+       (select arg_min(kind, (coalesce(ts, timestamp '2999-01-01'), file, line)) from rank_events e
+         where e.rank = w.rank and error_class = 'collateral') as first_collateral_kind,
        (select max(step) from progress g where g.rank = w.rank) as last_step,
        (select max(total) from progress g where g.rank = w.rank) as total_steps,
        (select max(ts) from progress g where g.rank = w.rank) as last_step_at,
        (select max(ts) from rank_events e where e.rank = w.rank) as last_seen,
-       x.killed_hard, x.crashed_signal, x.terminated, x.exited_zero, x.exited_error, x.exit_ts,
+       x.killed_hard, x.crashed_signal, x.fatal_signal, x.terminated, x.term_at, x.exited_zero, x.exited_error, x.exit_ts,
        -- left on its own terms: exit 0 or a clean communicator teardown
        coalesce(x.exited_zero, false)
          or exists (select 1 from events e where e.rank = w.rank and e.kind = 'nccl_destroy' and e.text ilike '%Destroy%')
@@ -52,3 +65,37 @@ select w.rank,
              >= (select n from world_size) - 2
          as absent_from_summary
 from world w left join rank_exits x using (rank);
+
+-- A common-mode failure: every rank died the same way at about the same moment (the same crash
+-- signal, or the same exception from the same place), none of them after waiting for another: the
+-- cause is shared (the code path, a library, the environment), no rank took the others down. Or a
+-- launcher that names only the first process to die (mpirun) saw one die of a crash signal while
+-- every rank stopped at the same step without a word: had only that one died, the others would
+-- have lost their peer or timed out waiting for it, and said so.
+create or replace temp table common_mode as
+with dead as (
+    select rank, coalesce(case fatal_signal when 11 then 'SIGSEGV' when 7 then 'SIGBUS' when 4 then 'SIGILL'
+                                            when 8 then 'SIGFPE' when 6 then 'SIGABRT' end || ' (signal ' || fatal_signal || ')',
+                          own_error_shape) as how, coalesce(own_error_at, exit_ts) as died_at
+    from rank_facts where fatal_signal is not null or own_errors > 0
+), every as (
+    select 'every' as basis, any_value(how) as how from dead
+    where (select count(*) from dead) = (select count(*) from rank_facts)
+      and (select count(*) from rank_facts) >= 2
+      and not exists (select 1 from rank_facts where collateral_errors > 0 or killed_hard)
+    having count(distinct how) = 1 and count(*) > 0
+       and coalesce(max(died_at) - min(died_at) <= interval '5 seconds', true)
+), silent as (
+    select 'first_of_silent' as basis,
+           any_value(case fatal_signal when 11 then 'SIGSEGV' when 7 then 'SIGBUS' when 4 then 'SIGILL' when 8 then 'SIGFPE'
+                                       when 6 then 'SIGABRT' end || ' (signal ' || fatal_signal || ')') as how from rank_facts
+    where fatal_signal is not null
+      and (select count(*) from rank_facts) >= 2
+      and not exists (select 1 from rank_facts where own_errors > 0 or collateral_errors > 0 or killed_hard
+                                                      or terminated or exited_error or exited_zero)
+      and (select count(distinct last_step) from rank_facts) = 1
+      and (select count(*) from rank_facts where last_step is null) = 0
+      and not exists (select 1 from every)
+    having count(*) > 0
+)
+select * from every union all select * from silent;

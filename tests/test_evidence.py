@@ -52,11 +52,11 @@ FIRST_LINE = {
     "slurm-collective_mismatch": "slurm-45.out:26",                        # rank 1: op.preamble.length <= op.nbytes. 1024 vs 512
     "slurm-missing_collective": "train-43-3.out:8",                        # rank 3: op.preamble.length <= op.nbytes. 512 vs 4
     # otherwise the error lines of the rank they come from, one of each kind: its own file's copy
-    "tr-bn_eval_desync-4": "torchrun/none_43yo8w6i/attempt_0/0/stderr.log:18",
-    "tr-rank0_only_collective-4": "torchrun/none_lhucgvoh/attempt_0/1/stderr.log:19",
-    "tr-rank0_only_collective-8": "torchrun/none_doutvu_s/attempt_0/1/stderr.log:19",
-    "tr-shape_mismatch-4": "torchrun/none_gmf7jj_t/attempt_0/0/stderr.log:19",
-    "tr-shape_mismatch-8": "torchrun/none_ycxsptyq/attempt_0/0/stderr.log:19",
+    "tr-bn_eval_desync-4": "console.log:77",   # blocked_in_another_call: File "/work/torchenv/lib/python3.11/site-packages/torch/nn/p
+    "tr-rank0_only_collective-4": "console.log:68",   # blocked_in_extra_barrier: File "/work/torchenv/lib/python3.11/site-packages/torch/dist
+    "tr-rank0_only_collective-8": "console.log:125",   # blocked_in_extra_barrier: File "/work/torchenv/lib/python3.11/site-packages/torch/dist
+    "tr-shape_mismatch-4": "console.log:69",   # left_behind_in_collective: File "/work/torchenv/lib/python3.11/site-packages/torch/dist
+    "tr-shape_mismatch-8": "console.log:119",   # left_behind_in_collective: File "/work/torchenv/lib/python3.11/site-packages/torch/dist
     # a crash: the culprit's own error, else how its process died
     "slurm-crash_exception": "slurm-36.out:32",                            # rank 2: RuntimeError: corrupt batch
     "slurm-crash_segfault": "slurm-37.out:1",                              # node2: task 3: Segmentation fault
@@ -107,6 +107,61 @@ FIRST_LINE = {
     "tr-healthy-4-detail": "torchrun/none_f6i9mxvq/attempt_0/0/stderr.log:40",
     "tr-healthy-8": "torchrun/none_meqdt2qg/attempt_0/0/stderr.log:10",
     "slurm-healthy": "slurm-35.out:53",                                    # [rank 0] step 12/12
+    # the stack captures (samples/capture/stacks), by the same conventions
+    "lightning-torchrun-shape_mismatch-4": "torchrun/none_7l30y9l0/attempt_0/1/stderr.log:62",   # None: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tc
+    "accel-mpirun-stalled_rank-4-fr": "flight_recorder/fr_trace_rank_0:19",   # behind_in_sequence: FR collective_seq_id=19 pg_id=0 op=BROADCAST profiling_name=gloo:broad
+    "accel-mpirun-missing_collective-8": "console.log:405",   # blocked_in_another_call: File '/work/torchenv/lib/python3.11/site-packages/torch/distributed/di
+    "ddp-srun-missing_collective-8": "slurm-9.out:291",   # blocked_in_another_call: File '/work/torchenv/lib/python3.11/site-packages/torch/distributed/di
+    "hf-mpirun-op_order_mismatch-4": "console.log:142",   # blocked_in_another_call: File '/work/torchenv/lib/python3.11/site-packages/torch/distributed/di
+    "lightning-mpirun-missing_collective-4": "console.log:373",   # blocked_in_another_call: File '/work/torchenv/lib/python3.11/site-packages/torch/distributed/di
+    "accel-torchrun-rank0_only_collective-4": "console.log:139",   # blocked_in_extra_barrier: File '/work/torchenv/lib/python3.11/site-packages/torch/distributed/di
+    "ddp-mpirun-rank0_only_collective-4": "console.log:56",   # blocked_in_extra_barrier: File '/work/torchenv/lib/python3.11/site-packages/torch/distributed/di
+    "ddp-torchrun-healthy-4-detail": "console.log:231",   # common_mode_crash: exitcode  : -11 (pid: 23595)  (SIGSEGV)
+    "ddp-torchrun-segfault_all-4": "console.log:65",   # common_mode_crash: exitcode  : -11 (pid: 22908)  (SIGSEGV)
+    "hf-torchrun-healthy-4-detail": "console.log:240",   # common_mode_crash: exitcode  : -11 (pid: 10098)  (SIGSEGV)
+    "lightning-torchrun-healthy-4-detail": "console.log:260",   # common_mode_crash: exitcode  : -11 (pid: 19621)  (SIGSEGV)
+    "hf-mpirun-segfault_all-4": "console.log:51",   # common_mode_crash_first_reported: mpirun noticed that process rank 0 with PID 0 on node vm exited on sig
+    "ddp-mpirun-shape_mismatch-8": "console.log:186",   # left_behind_in_collective: File '/work/torchenv/lib/python3.11/site-packages/torch/distributed/di
+    "hf-torchrun-shape_mismatch-4": "torchrun/none_r_d28g9j/attempt_0/2/stderr.log:73",   # left_behind_in_collective: File '/work/torchenv/lib/python3.11/site-packages/torch/distributed/di
+    "accel-torchrun-uneven_inputs-4": "torchrun/none_in4kr1kb/attempt_0/3/stderr.log:4",   # left_cleanly: accel_train - [RANK 3] process 3: step 3/8 loss=0.6921 data_time=0.000
+    "fsdp-torchrun-uneven_inputs-4-fr": "flight_recorder/fr_trace_rank_1:33",   # left_cleanly: FR collective_seq_id=33 pg_id=0 op=BROADCAST profiling_name=gloo:broad
+    "ddp-mpirun-uneven_inputs-4": "console.log:13",   # left_while_peers_lost_it: [rank 2] step 3/8 loss 1.3817 data_time 0.000s step_time 0.115s
+    "ddp-srun-oom-4": "slurm-7.out:17",   # memory_kill: StepId=7.0 exceeded memory limit (1396355072 > 1258291200), being kill
+    "hf-srun-oom-4": "slurm-2.out:56",   # memory_kill: StepId=2.0 exceeded memory limit (1432567808 > 1258291200), being kill
+    "accel-torchrun-healthy-4": "torchrun/none_7zvt04wd/attempt_0/0/stderr.log:10",   # no_failure: accel_train - [RANK 0] process 0: training finished
+    "ddp-mpirun-healthy-4": "console.log:38",   # no_failure: [rank 0] training finished
+    "fsdp-srun-healthy-8": "slurm-12.out:78",   # no_failure: [rank 0] training finished
+    "fsdp-torchrun-healthy-4": "torchrun/none_pcq6eeh8/attempt_0/0/stderr.log:10",   # no_failure: [rank 0] training finished
+    "hf-torchrun-healthy-4": "torchrun/none_coqdx7s6/attempt_0/0/stderr.log:26",   # no_failure: Training completed. Do not forget to share your model on huggingface.c
+    "lightning-mpirun-healthy-8": "console.log:116",   # no_failure: `Trainer.fit` stopped: `max_steps=8` reached.
+    "lightning-torchrun-healthy-4": "console.log:64",   # no_failure: `Trainer.fit` stopped: `max_steps=8` reached.
+    "accel-mpirun-crash_exception-4": "console.log:23",   # own_error_first: RuntimeError: corrupt record in /data/train-00002.tar at offset 81920 
+    "accel-srun-crash_sigkill-4": "slurm-3.out:126",   # own_error_first: node2: task 2: Killed
+    "ddp-mpirun-crash_sigkill-4": "console.log:72",   # own_error_first: mpirun noticed that process rank 3 with PID 0 on node vm exited on sig
+    "ddp-srun-crash_exception-4": "slurm-6.out:20",   # own_error_first: RuntimeError: corrupt record in /data/train-00002.tar at offset 81920 
+    "ddp-srun-srun_wait-4": "slurm-8.out:26",   # own_error_first: RuntimeError: eval shard /data/val-00003.tar: truncated file (in befor
+    "fsdp-srun-crash_sigkill-4": "slurm-11.out:251",   # own_error_first: node2: task 3: Killed
+    "fsdp-torchrun-crash_exception-8": "torchrun/none_v9_ege9c/attempt_0/4/stderr.log:11",   # own_error_first: RuntimeError: corrupt record in /data/train-00004.tar at offset 81920 
+    "hf-torchrun-crash_exception-4": "torchrun/none_dkcq8xwe/attempt_0/1/stderr.log:31",   # own_error_first: RuntimeError: corrupt record in /data/train-00001.tar at offset 81920 
+    "hf-torchrun-crash_sigkill-8": "console.log:206",   # own_error_first: failed (exitcode: -9) local_rank: 5 (pid: 9012) of binary: /work/torch
+    "lightning-mpirun-crash_exception-4": "console.log:156",   # own_error_first: RuntimeError: corrupt record in /data/train-00003.tar at offset 81920 
+    "lightning-srun-crash_sigkill-4": "slurm-4.out:226",   # own_error_first: node1: task 1: Killed
+    "fsdp-torchrun-shape_mismatch-4-detail": "torchrun/none_7fhipkxw/attempt_0/3/stderr.log:89",   # runtime_named_mismatch: RuntimeError: Detected mismatch between collectives on ranks. Rank 3 i
+    "accel-torchrun-op_order_mismatch-4-fr": "flight_recorder/fr_trace_rank_2:21",   # sequence_shifted_by_history: FR collective_seq_id=21 pg_id=0 op=BROADCAST profiling_name=gloo:broad
+    "ddp-torchrun-op_order_mismatch-4-fr": "flight_recorder/fr_trace_rank_1:16",   # sequence_shifted_by_history: FR collective_seq_id=16 pg_id=0 op=BROADCAST profiling_name=gloo:broad
+    "fsdp-mpirun-op_order_mismatch-4-fr": "flight_recorder/fr_trace_rank_2:43",   # sequence_shifted_by_history: FR collective_seq_id=43 pg_id=0 op=BROADCAST profiling_name=gloo:broad
+    "fsdp-torchrun-missing_collective-4-detail": "torchrun/none_n45_0jzu/attempt_0/2/stderr.log:52",   # sequence_shifted_by_history: [Rank 2] Running collective: CollectiveFingerPrint(SequenceNumber=42, 
+    "hf-torchrun-missing_collective-4-fr": "flight_recorder/fr_trace_rank_3:28",   # sequence_shifted_by_history: FR collective_seq_id=28 pg_id=0 op=BROADCAST profiling_name=gloo:broad
+    "ddp-srun-stalled_rank-4": "slurm-10.out:16",   # silent_while_others_timed_out: [rank 2] step 3/8 loss 1.3817 data_time 0.000s step_time 0.124s
+    "fsdp-mpirun-stalled_rank-4": "console.log:14",   # silent_while_others_timed_out: [rank 3] fsdp step=3/8 loss=1.3820 data_ms=0 iter_ms=165
+    "hf-torchrun-stalled_rank-4": "torchrun/none__cetvcuu/attempt_0/2/stderr.log:7",   # silent_while_others_timed_out: rank 2 step 2/8: {'loss': 4.5461, 'data_time': 0.0, 'step_time': 0.04}
+    "lightning-torchrun-stalled_rank-4": "torchrun/none__dj2r0q0/attempt_0/2/stderr.log:5",   # silent_while_others_timed_out: [rank: 2] Epoch 0, global step 2/8: train_loss=1.3928 data_time=0.000s
+    "accel-torchrun-straggler-4": "torchrun/none_59a8vcdv/attempt_0/1/stderr.log:9",   # slow_rank: accel_train - [RANK 1] process 1: step 8/8 loss=0.6960 data_time=0.300
+    "ddp-torchrun-straggler-8": "torchrun/none_z45eamh8/attempt_0/6/stderr.log:9",   # slow_rank: [rank 6] step 8/8 loss 1.3809 data_time 0.300s step_time 0.413s
+    "fsdp-torchrun-straggler-4": "torchrun/none_b_71d6x9/attempt_0/1/stderr.log:9",   # slow_rank: [rank 1] fsdp step=8/8 loss=1.3723 data_ms=300 iter_ms=462
+    "hf-torchrun-straggler-4": "torchrun/none_ihypk6d0/attempt_0/2/stderr.log:13",   # slow_rank: rank 2 step 8/8: {'loss': 4.5587, 'data_time': 0.3, 'step_time': 0.028
+    "lightning-srun-straggler-4": "slurm-5.out:65",   # slow_rank: [rank: 2] Epoch 0, global step 8/8: train_loss=1.3703 data_time=0.300s
+    "lightning-torchrun-straggler-4": "torchrun/none_ly2qkaxj/attempt_0/3/stderr.log:11",   # slow_rank: [rank: 3] Epoch 0, global step 8/8: train_loss=1.3703 data_time=0.300s
 }
 
 

@@ -163,6 +163,18 @@ def test_a_member_without_a_dump_is_missing_where_the_others_wait(con):
     assert _one(con, "select rank, op from fr_divergence_ops order by rank") == [(0, "ALL_REDUCE"), (1, "ALL_REDUCE"), (2, None)]
 
 
+def test_gloo_a_member_without_a_dump_is_missing_where_the_oldest_wait_is(con):
+    """gloo records no kernel state: each member's last entry is where it waits. A broadcast's root
+    served rank 2, which went on to seq 20; ranks 0 and 3 still wait in 19 for rank 1, which left no
+    dump: the divergence is 19, not the 20 only rank 2 reached."""
+    sched = dict(state="scheduled", retired=False)
+    held = {r: [dict(op="all_reduce", seq=18, **sched), dict(op="broadcast", seq=19, **sched)] for r in (0, 2, 3)}
+    held[2].append(dict(op="all_reduce", seq=20, ins=[[22946]], **sched))
+    _dumps(con, held, groups={"0": [0, 1, 2, 3]})
+    _run(con)
+    assert _one(con, "select finding, culprits, seq from fr_divergence") == [("silent", [1], 19)]
+
+
 def test_entries_before_the_latest_first_seq_are_not_compared(con):
     # rank 1's buffer wrapped: it kept seq 3 on (seq 3 only in part: one of two ops); rank 0 kept all
     r0 = [dict(op="all_reduce", seq=1, ins=[[1]]), dict(op="all_reduce", seq=2, ins=[[2]])]

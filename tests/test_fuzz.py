@@ -44,7 +44,10 @@ def expected_line_count(data: bytes) -> int:
 @given(log_lines)
 def test_parse_batch_takes_any_text(lines):
     df, emitted = parse_batch(pl.Series("text", lines, dtype=pl.String), 1, FileContext("f.log"))
-    assert df.height == len(lines)
+    # every line is there, once or as several records (a carriage return, a bar, a launcher's tag
+    # inside it: parsers/records.py), each record citing its line
+    assert df["line"].unique().sort().to_list() == list(range(1, len(lines) + 1))
+    assert df["line"].is_sorted()
     assert df["text"].str.contains("\x1b", literal=True).sum() == 0
 
 

@@ -35,8 +35,10 @@ def test_analyze_refuses_the_samples_tree_naming_the_jobs():
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1, run.stderr
     line = lines[0]
-    assert line.startswith(f"error: {SAMPLES} holds 46 jobs: ") and "+42 more" in line
-    assert "slurm job 45 in" in line and "correlator analyze " in line and "--one-job" in line
+    n = sum(1 for p in SAMPLES.iterdir() if (p / "logs").is_dir())
+    assert line.startswith(f"error: {SAMPLES} holds {n} jobs: ") and f"+{n - 4} more" in line
+    # jobs that leave no name (mpirun's console) beside the named ones are jobs of their own
+    assert "slurm job 3 in" in line and "logs in " in line and "correlator analyze " in line and "--one-job" in line
     assert f"correlator ingest {SAMPLES}" in line
 
 
@@ -45,7 +47,7 @@ def test_every_sample_alone_is_one_job():
         for given in (sample, sample / "logs"):
             assert len(find_jobs(given)) <= 1, (given, find_jobs(given))
     jobs = find_jobs(SAMPLES)
-    assert len(jobs) == 46 and separable(jobs)
+    assert len(jobs) == sum(1 for p in SAMPLES.iterdir() if (p / "logs").is_dir()) and separable(jobs)
     assert {j.where.name for j in jobs} == {p.name for p in SAMPLES.iterdir() if (p / "logs").is_dir()}
 
 
@@ -63,6 +65,13 @@ def test_every_sample_alone_is_one_job():
 ])
 def test_one_jobs_layouts_are_one_job(layout, tmp_path):
     assert len(find_jobs(touch(tmp_path, *layout))) <= 1, find_jobs(tmp_path)
+
+
+def test_an_unnamed_job_beside_named_ones_is_its_own_and_alone_it_is_the_whole_input(tmp_path):
+    touch(tmp_path, "a/logs/torchrun/none_a1b2c3d4/attempt_0/0/stdout.log", "b/logs/console.log", "notes/todo.txt")
+    jobs = find_jobs(tmp_path)
+    assert [(j.name, j.where) for j in jobs] == [("torchrun run", tmp_path / "a"), ("logs", tmp_path / "b")]
+    assert len(find_jobs(tmp_path / "b")) == 0
 
 
 def test_a_run_directory_given_itself_is_one_job_where_it_was_given():

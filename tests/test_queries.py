@@ -49,6 +49,22 @@ def test_first_stalled_is_the_rank_behind(con):
     assert con.execute("select seq, split from divergence").fetchall() == [(42, False)]
 
 
+@pytest.mark.parametrize("culprit_ops,kind", [
+    (["BROADCAST", "ALLREDUCE"], "collective_mismatch"),   # the pair swapped: its next op is the others' first
+    (["BROADCAST", "ALLGATHER"], "missing_collective"),    # the ALLREDUCE skipped: every later op one early
+])
+def test_when_the_next_ops_are_visible_a_swap_is_a_mismatch_and_a_skip_a_missing_collective(con, culprit_ops, kind):
+    from correlator import verdict
+    others = ["ALLREDUCE", "BROADCAST", "ALLGATHER"]
+    rows = [(r, "0", "detail_seq", 10 + i, op, 2, "issued") for r in (0, 1, 2) for i, op in enumerate(others)]
+    rows += [(3, "0", "detail_seq", 10 + i, op, 2, "issued") for i, op in enumerate(culprit_ops)]
+    _collectives(con, rows)
+    queries.run_all(con)
+    decided = verdict.decide(con)
+    assert (decided.kind, decided.culprit_ranks) == (kind, [3])
+    assert con.execute("select seq from divergence").fetchone() == (11,)   # DETAIL's 10, 0-based
+
+
 def test_counters_stay_apart(con):
     # DETAIL counts from 0: its 41 is SeqNum 42, and NCCL opCounts are not SeqNums at all.
     _collectives(con, [(0, "0", "detail_seq", 41, "ALLREDUCE", 8, "issued"), (1, "0", "pg_seq", 42, "ALLREDUCE", 8, "issued"),
@@ -77,6 +93,75 @@ def test_the_odd_rank_out_sits_in_another_collective_call(con):
                         [f"{rank}.log", line, rank, text])
     queries.run_all(con)
     assert con.execute("select rank, call, majority_call from call_minority").fetchall() == [(2, "broadcast", "all_reduce")]
+
+
+def _traceback(con, rank, frames, ts="2026-12-01 09:13:53"):
+    """A rank's traceback: (path, line, fn) frames, outermost first, ending in a gloo timeout."""
+    rows = [("traceback_start", "Traceback (most recent call last):")]
+    rows += [("traceback_frame", f'  File "{path}", line {n}, in {fn}') for path, n, fn in frames]
+    rows += [("gloo_timeout", "RuntimeError: [...unbound_buffer.cc:78] Timed out waiting 20000ms for recv operation to complete")]
+    for line, (kind, text) in enumerate(rows, 1):
+        con.execute("insert into events (file, line, rank, kind, text, ts) values (?, ?, ?, ?, ?, ?::timestamptz)",
+                    [f"{rank}.log", line, rank, kind, text, ts])
+
+
+def _sync_metrics(call_line, call):
+    c10d = "/x/torch/distributed/distributed_c10d.py"
+    return [("train.py", 252, "run_steps"), ("train.py", call_line, "sync_metrics"), (c10d, 3000, call)]
+
+
+def test_the_rank_every_other_rank_went_past_was_left_behind(con):
+    """gloo does not check sizes: ranks 0-1 logged one more step (they are in the next step's
+    all_reduce), rank 3 is in the broadcast after the all_reduce (line 173 after 172 in the function
+    both stacks share): rank 2, still in the all_reduce at 172, is the one every other rank passed."""
+    for rank, step, frames in [(0, 4, _sync_metrics(172, "all_reduce")), (1, 4, _sync_metrics(172, "all_reduce")),
+                               (2, 3, _sync_metrics(172, "all_reduce")), (3, 3, _sync_metrics(173, "broadcast"))]:
+        _traceback(con, rank, frames)
+        con.execute("insert into progress (file, line, rank, step) values (?, 0, ?, ?)", [f"{rank}.log", rank, step])
+    queries.run_all(con)
+    assert con.execute("select rank, call, site from left_behind").fetchall() == [(2, "all_reduce", "train.py:172 in sync_metrics")]
+
+
+def test_two_ranks_left_behind_together_name_nobody(con):
+    for rank, call_line, call in [(0, 173, "broadcast"), (1, 172, "all_reduce"), (2, 172, "all_reduce"), (3, 173, "broadcast")]:
+        _traceback(con, rank, _sync_metrics(call_line, call))
+    queries.run_all(con)
+    assert con.execute("select count(*) from left_behind").fetchone() == (0,)
+
+
+def test_a_rank_alone_in_a_barrier_is_named_and_a_crash_makes_positions_moot(con):
+    autograd = ("/x/torch/autograd/graph.py", 979, "_engine_run_backward")
+    for rank in range(4):
+        frames = [("train.py", 60, "after_step"), ("/x/torch/distributed/distributed_c10d.py", 5356, "barrier")] if rank == 0 \
+            else [("train.py", 50, "run_steps"), autograd]
+        _traceback(con, rank, frames)
+    queries.run_all(con)
+    assert con.execute("select rank, call, majority_call from call_minority").fetchall() == [(0, "barrier", "_engine_run_backward")]
+    con.execute("insert into events (file, line, rank, kind, text) values ('3.log', 99, 3, 'traceback', 'RuntimeError: corrupt batch')")
+    queries.run_all(con)
+    assert con.execute("select count(*) from call_minority").fetchone() == (0,)
+
+
+def test_common_mode_every_rank_died_of_one_signal(con):
+    for rank in range(4):
+        con.execute("insert into exits (file, line, rank, signal, reason, source, ts) values "
+                    "('console.log', ?, ?, 11, 'failure', 'torchelastic_summary', timestamptz '2026-12-01 09:21:21+00')", [rank, rank])
+    queries.run_all(con)
+    assert con.execute("select basis, how from common_mode").fetchall() == [("every", "SIGSEGV (signal 11)")]
+
+
+def test_one_rank_crashing_while_the_others_lose_it_is_not_common_mode(con):
+    con.execute("insert into exits (file, line, rank, signal, reason, source) values ('c', 1, 3, 11, 'signaled', 'mpirun')")
+    for rank in range(3):
+        con.execute("insert into events (file, line, rank, kind, text) values ('c', ?, ?, 'peer_connection_lost', 'Connection closed by peer')",
+                    [rank + 2, rank])
+        con.execute("insert into progress (file, line, rank, step) values ('c', 0, ?, 3)", [rank])
+    con.execute("insert into progress (file, line, rank, step) values ('c', 0, 3, 3)")
+    queries.run_all(con)
+    assert con.execute("select count(*) from common_mode").fetchone() == (0,)
+    con.execute("delete from events")   # nobody said a word: they died with it
+    queries.run_all(con)
+    assert con.execute("select basis from common_mode").fetchall() == [("first_of_silent",)]
 
 
 def test_two_ranks_in_two_calls_name_nobody(con):
@@ -120,6 +205,38 @@ def test_straggler_lags_every_step(con):
                         [rank, step, step * 1000 + lag + rank])
     queries.run_all(con)
     assert [r[0] for r in con.execute("select rank from straggler_ranks").fetchall()] == [2]
+
+
+def _steps(con, column, values):
+    """Six steps per rank, every rank ending them together; `values`: rank -> the column's value."""
+    for rank, value in values.items():
+        for step in range(1, 7):
+            con.execute(f"insert into progress (file, line, host, rank, step, ts, {column}) values "
+                        "('f', 1, 'n1', ?, ?, timestamptz '2026-11-29 10:00:00+00' + to_milliseconds(?), ?)",
+                        [rank, step, step * 1000 + rank, value])
+
+
+@pytest.mark.parametrize("column,values,basis", [
+    ("data_s", {0: 0.0, 1: 0.0, 2: 0.3, 3: 0.0}, "data_wait"),       # HF / Lightning / any script's data_time
+    ("step_s", {0: 0.2, 1: 0.21, 2: 0.2, 3: 0.45}, "step_time"),     # step_time, iter_ms, Megatron's elapsed time
+    ("rate", {0: 5400.0, 1: 5380.0, 2: 2100.0, 3: 5420.0}, "rate"),  # torchtitan tps, DeepSpeed samples/s
+])
+def test_straggler_from_each_timing_a_trainer_logs(con, column, values, basis):
+    _steps(con, column, values)
+    queries.run_all(con)
+    slow = max(values, key=lambda r: values[r] if basis != "rate" else -values[r])
+    assert con.execute("select rank, basis from straggler_ranks").fetchall() == [(slow, basis)]
+
+
+def test_a_progress_bar_redraw_does_not_time_a_step(con):
+    """A bar's rows carry the time of the line before them: they never make a rank lag."""
+    _steps(con, "data_s", {r: 0.0 for r in range(4)})
+    for step in range(1, 7):
+        con.execute("insert into progress (file, line, host, rank, step, ts, source) values "
+                    "('f', 2, 'n1', 0, ?, timestamptz '2026-11-29 10:00:00+00' + to_milliseconds(?), 'bar')",
+                    [step, step * 1000 + 900])
+    queries.run_all(con)
+    assert con.execute("select count(*) from straggler_ranks").fetchone() == (0,)
 
 
 @pytest.mark.parametrize("launcher,host,skew", [("srun", "node2", 4.0), ("torchrun", "gpu-002", -3.0)])

@@ -13,6 +13,7 @@ import re
 from functools import lru_cache
 from html import escape
 
+from ..counters import printed_label
 from .ranges import compress
 from .sanitize import clean_line
 from .timeline_svg import END_COLORS, LEFT, RIGHT, WIDTH, _seconds, _tick_label, _ticks, text_label, time_range
@@ -61,6 +62,16 @@ def _progress(report: dict) -> dict[int, list[tuple[float, int, float | None]]]:
             for rank, points in sorted(series.items())}
 
 
+def _step_said(report: dict, rank: int, step: int) -> str:
+    """A rank's step as its progress line prints it (`step=8`, `global step 8/8`)."""
+    for event in reversed(report.get("timeline") or []):
+        if event.get("kind") == "progress" and event.get("rank") == rank:
+            match = _step_pattern().search(clean_line(event.get("text")))
+            if match and match.group("step") is not None and int(match.group("step")) == step:
+                return clean_line(printed_label("progress_step", step, event.get("text")))
+    return f"step {step}"
+
+
 def render(report: dict) -> str:
     """The plot as an <svg> element, or a note saying why there is none."""
     series = steps(report)
@@ -97,7 +108,7 @@ def render(report: dict) -> str:
                      f"+{_tick_label(tick - first, x1 - first)}</text>")
     for step in _step_ticks(low, high):
         parts.append(f"<line x1='{LEFT}' y1='{y(step):.1f}' x2='{WIDTH - RIGHT}' y2='{y(step):.1f}' class='t-grid'/>"
-                     f"<text x='{LEFT - 8}' y='{y(step) + 4:.1f}' text-anchor='end' class='t-tick'>step {step}</text>")
+                     f"<text x='{LEFT - 8}' y='{y(step) + 4:.1f}' text-anchor='end' class='t-tick'>{step}</text>")
     drawn_one_by_one = [r for r in series if r in culprits] + [r for r in series if r not in culprits][:MAX_LINES]
     others_hidden = [r for r in series if r not in drawn_one_by_one]
     labels = []
@@ -119,15 +130,15 @@ def render(report: dict) -> str:
             parts.append(f"<rect x='{x(max(seen, last_time)) - 3:.1f}' y='{y(last_step) - 3:.1f}' width='6' height='6' "
                          f"fill='{color}'/>")
         if culprit:
-            labels.append((x(points[-1][0]), y(last_step), f"★ rank {rank}: last step {last_step}", True))
+            labels.append((x(points[-1][0]), y(last_step), f"★ rank {rank}: last {_step_said(report, rank, last_step)}", True))
     if others_hidden:
         parts.append(_envelope([series[r] for r in others_hidden], x, y))
     others = [r for r in series if r not in culprits]
     if others:
         lead = max(others, key=lambda r: (series[r][-1][1], series[r][-1][0]))
         t, s = series[lead][-1]
-        labels.append((x(t), y(s), f"rank{'s' if len(others) > 1 else ''} {compress(others, 40)}: last step "
-                       f"{max(series[r][-1][1] for r in others)}", False))
+        labels.append((x(t), y(s), f"rank{'s' if len(others) > 1 else ''} {compress(others, 40)}: last "
+                       f"{_step_said(report, lead, s)}", False))
     parts += _labels(labels)
     if waits:
         parts += _data_panel(waits, culprits, x, panel_top, first, x1)

@@ -324,7 +324,7 @@ class _Chart:
     def stop_line(self, stalled: dict) -> str:
         x = self.x(_seconds(stalled["last_seen"]))
         if stalled.get("counter") == "progress_step":  # no sequence numbers: how far its steps got
-            after = f"step {clean_line(stalled.get('last_seq'))}"
+            after = clean_line(stalled.get("last_seq_label") or f"step {stalled.get('last_seq')}")
         elif stalled.get("last_seq") is None and not stalled.get("last_op"):
             after = "its last line (no collective of its own in the logs)"
         else:

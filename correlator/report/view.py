@@ -137,7 +137,7 @@ def _first_stalled_text(stalled: dict) -> str:
     if stalled.get("host"):
         where += f" ({clean_line(stalled.get('host'))})"
     if stalled.get("counter") == "progress_step":  # no sequence numbers: how far its steps got
-        text = f"{where}, last step {_value(stalled.get('last_seq'))}"
+        text = f"{where}, last {clean_line(stalled.get('last_seq_label') or 'step ' + _value(stalled.get('last_seq')))}"
     elif stalled.get("last_seq") is None and not stalled.get("last_op"):
         # the others' counter, but no row of its own in it (no dump of its own, no DETAIL line)
         text = f"{where}, no {COUNTER_SOURCES.get(clean_line(stalled.get('counter')), 'collective')} of its own in the logs"

@@ -1,0 +1,201 @@
+"""What every stack workload shares: identity from the launcher, logging, the injected fault, the truth record.
+
+Each workload (hf_trainer.py, accel.py, lightning_ddp.py, ddp.py, fsdp.py) trains a tiny model with its
+stack and calls the hooks below at the same points of every step:
+
+  fault.data(step)            while fetching the step's batch (stall, straggler)
+  fault.before_forward(step)  before the forward (crash, SIGKILL, segfault, OOM, local eval + crash)
+  fault.sync_metrics(step, loss)  the app's own per-step collectives: ALLREDUCE of [loss_sum, samples]
+                              (numel 2), then BROADCAST of a stop flag from rank 0 (numel 1)
+                              (skipped, swapped or resized on the fault rank)
+  fault.after_step(step)      after the step's log line (rank-0-only barrier in a checkpoint branch)
+  fault.num_batches(steps)    how many batches this rank has (uneven inputs: fewer on the fault rank)
+
+The injected rank writes what it did (step, the 1-based SeqNum of the next collective on the default
+PG, i.e. the one where it leaves the common path) to $CAPTURE_TRUTH_DIR/fault_rank<R>.json, outside
+the log directory. Nothing logged names the fault.
+"""
+
+import ctypes
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+
+SCENARIOS = (
+    "healthy", "straggler", "stalled_rank", "crash_exception", "segfault_all", "crash_sigkill",
+    "missing_collective", "rank0_only_collective", "op_order_mismatch", "shape_mismatch",
+    "uneven_inputs", "oom", "srun_wait",
+)
+STRAGGLE_SECONDS = 0.3
+STALL_SECONDS = 120.0
+LOCAL_EVAL_SECONDS = 12.0
+TIMEOUT_SECONDS = 20
+
+
+def add_fault_args(parser) -> None:
+    parser.add_argument("--scenario", choices=SCENARIOS, default="healthy")
+    parser.add_argument("--fault-rank", type=int, default=1)
+    parser.add_argument("--fault-step", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--timeout", type=float, default=TIMEOUT_SECONDS, help="process-group timeout, seconds")
+
+
+def identity(set_env: bool = True) -> tuple[int, int, int]:
+    """(rank, world_size, local_rank) from torchrun, OpenMPI or SLURM; exported as RANK/WORLD_SIZE/LOCAL_RANK (env:// init)."""
+    env = os.environ
+    if "RANK" in env and "WORLD_SIZE" in env:
+        rank, world, local = int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", env["RANK"]))
+    elif "OMPI_COMM_WORLD_RANK" in env:
+        rank, world = int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"])
+        local = int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", rank))
+    elif "SLURM_PROCID" in env:
+        rank, world, local = int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), int(env.get("SLURM_LOCALID", 0))
+    else:
+        rank, world, local = 0, 1, 0
+    if set_env:
+        env.setdefault("MASTER_ADDR", "127.0.0.1")
+        env.setdefault("MASTER_PORT", "29500")
+        env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(local))
+    return rank, world, local
+
+
+def hostname() -> str:
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def setup_logging(name: str, fmt: str) -> logging.Logger:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(fmt))
+    log = logging.getLogger(name)
+    log.handlers[:] = [handler]
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    return log
+
+
+def next_seq() -> int:
+    """1-based SeqNum of the next collective on the default PG (as Flight Recorder numbers them)."""
+    import torch.distributed as dist
+
+    return dist.group.WORLD._get_sequence_number_for_group() + 1
+
+
+def dump_flight_recorder(rank: int, log: logging.Logger) -> None:
+    """gloo has no watchdog that dumps on timeout: write the Flight Recorder buffer from the script."""
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE")
+    if not prefix or not int(os.environ.get("TORCH_FR_BUFFER_SIZE", "0")):
+        return
+    from torch._C._distributed_c10d import _dump_fr_trace
+
+    path = f"{prefix}{rank}"
+    with open(path, "wb") as f:
+        f.write(_dump_fr_trace())
+    log.error("wrote Flight Recorder dump to %s", path)
+
+
+class Fault:
+    def __init__(self, args, rank: int, world_size: int, log: logging.Logger,
+                 all_reduce=None, broadcast=None, barrier=None):
+        import torch.distributed as dist
+
+        self.scenario, self.fault_rank, self.fault_step = args.scenario, args.fault_rank, args.fault_step
+        self.rank, self.world_size, self.log = rank, world_size, log
+        self.all_reduce = all_reduce or dist.all_reduce
+        self.broadcast = broadcast or (lambda t, src: dist.broadcast(t, src))
+        self.barrier = barrier or dist.barrier
+        self.on_fault_rank = rank == self.fault_rank
+
+    def truth(self, step: int, action: str, seq: int | None = None) -> None:
+        truth_dir = os.environ.get("CAPTURE_TRUTH_DIR")
+        if not truth_dir:
+            return
+        facts = {"rank": self.rank, "host": hostname(), "scenario": self.scenario, "step": step,
+                 "seq": next_seq() if seq is None else seq, "action": action, "time": time.time()}
+        with open(os.path.join(truth_dir, f"fault_rank{self.rank}.json"), "w") as f:
+            json.dump(facts, f)
+
+    def is_fault(self, scenario: str, step: int) -> bool:
+        return self.scenario == scenario and self.on_fault_rank and step == self.fault_step
+
+    def num_batches(self, steps: int) -> int:
+        if self.scenario == "uneven_inputs" and self.on_fault_rank:
+            return self.fault_step - 1  # this rank's shard is shorter
+        return steps
+
+    def left_early(self, batches_done: int) -> None:
+        """Called by the workload when its loop ended; the uneven rank records where it left."""
+        if self.scenario == "uneven_inputs" and self.on_fault_rank:
+            self.truth(batches_done, "left after its last batch")
+
+    def data(self, step: int) -> None:
+        if self.is_fault("stalled_rank", step):
+            self.truth(step, "stalled in data loading")
+            self.log.info("reading shard /data/train-%05d.tar", self.rank)
+            time.sleep(STALL_SECONDS)  # a hung NFS read / deadlocked dataloader worker
+        if self.scenario == "straggler" and self.on_fault_rank:
+            time.sleep(STRAGGLE_SECONDS)
+
+    def before_forward(self, step: int) -> None:
+        if step != self.fault_step:
+            return
+        if self.is_fault("crash_exception", step):
+            self.truth(step, "raised RuntimeError")
+            raise RuntimeError(f"corrupt record in /data/train-{self.rank:05d}.tar at offset 81920")
+        if self.is_fault("crash_sigkill", step):
+            self.truth(step, "SIGKILL to self")
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.scenario == "segfault_all":  # common mode: every rank hits the same bad native call
+            self.truth(step, "read address 0 (SIGSEGV), every rank")
+            ctypes.string_at(0)
+        if self.is_fault("oom", step):
+            import torch
+
+            self.truth(step, "allocates 100 MB every 0.2 s until killed")
+            hoard = []
+            while True:
+                hoard.append(torch.ones(25 * 1024 * 1024))  # 100 MB, touched so it is resident
+                time.sleep(0.2)
+        if self.scenario == "srun_wait":  # every rank runs a local evaluation (no collectives)
+            self.log.info("running local evaluation")
+            if self.on_fault_rank:
+                self.truth(step, "raised RuntimeError in local evaluation")
+                raise RuntimeError(f"eval shard /data/val-{self.rank:05d}.tar: truncated file")
+            time.sleep(LOCAL_EVAL_SECONDS)
+
+    def sync_metrics(self, step: int, loss: float, samples: int):
+        import torch
+
+        metrics = torch.tensor([loss * samples, float(samples)])
+        stop = torch.zeros(1)
+        faulty = self.on_fault_rank and step >= self.fault_step
+        if self.scenario == "shape_mismatch" and faulty:
+            if step == self.fault_step:
+                self.truth(step, "all_reduce of numel 3 instead of 2")
+            metrics = torch.cat([metrics, torch.tensor([float(step)])])
+        if self.is_fault("missing_collective", step):
+            self.truth(step, "skipped metrics all_reduce")
+            self.broadcast(stop, 0)
+            return metrics
+        if self.is_fault("op_order_mismatch", step):
+            self.truth(step, "broadcast before all_reduce")
+            self.broadcast(stop, 0)
+            metrics = self._reduce(metrics)
+            return metrics
+        metrics = self._reduce(metrics)
+        self.broadcast(stop, 0)
+        return metrics
+
+    def _reduce(self, tensor):
+        out = self.all_reduce(tensor)
+        return tensor if out is None or not hasattr(out, "shape") else out
+
+    def after_step(self, step: int) -> None:
+        """The classic bug: a barrier inside an `if rank == 0:` checkpoint branch."""
+        if self.scenario == "rank0_only_collective" and self.rank == 0 and step == self.fault_step:
+            self.truth(step, "barrier only on rank 0")
+            self.log.info("saving checkpoint for step %d", step)
+            self.barrier()
