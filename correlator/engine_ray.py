@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from enum import Enum
 from typing import Callable, Iterator
 
 from parsers.files import GroupResults, parse_sources
@@ -133,3 +134,22 @@ def _result(ray, ref, group: list[Source]) -> GroupResults:
         first = group[0].path if group else "?"
         raise EngineError(f"ray lost the group of {len(group)} file(s) from {first} after {TASK_RETRIES} "
                           f"retries: {type(error).__name__}") from None
+
+
+class Engine(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+ENGINE_HELP = "Where the files are parsed: local (in this process, the default) or ray (a Ray cluster's tasks)."
+ADDRESS_HELP = ("With --engine ray: the cluster to join (auto, HOST:PORT, ray://HOST:10001; default $RAY_ADDRESS, "
+                "else a local Ray started for this command).")
+
+
+def parser_for(engine: Engine, address: str | None) -> GroupParser | None:
+    """The GroupParser of the command's --engine (None: in-process); --address needs --engine ray."""
+    if engine is Engine.ray:
+        return group_parser(address)
+    if address:
+        raise EngineError("--address needs --engine ray")
+    return None
