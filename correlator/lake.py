@@ -197,11 +197,10 @@ def connect(lake: Path) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(config={"memory_limit": store_memory()})
     store.schema_in(con)  # the empty tables stand for those the lake has no file of yet
     options = "hive_partitioning = true, hive_types = {'month': VARCHAR, 'job': VARCHAR}, union_by_name = true"
-    published = f"SELECT job FROM read_parquet('{_files(lake, INCIDENTS)}', {options})"
     for name in (INCIDENTS, *TABLES):
         if not any((lake / name).glob("month=*/job=*/*.parquet")):
             continue
-        where = "" if name == INCIDENTS else f" WHERE job IN ({published})"
+        where = "" if name == INCIDENTS else " WHERE job_key IN (SELECT job_key FROM incidents)"
         con.execute(f"DROP TABLE {name}")
         con.execute(f"CREATE VIEW {name} AS SELECT * EXCLUDE (job) FROM read_parquet('{_files(lake, name)}', "
                     f"{options}){where}")
