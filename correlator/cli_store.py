@@ -143,7 +143,8 @@ def _jobs_of(job_dir: Path, one_job: bool) -> list[Path] | None:
 
 
 def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
-    """Add the history commands to `app`; `analyze_job(path)` returns the pipeline's Analysis."""
+    """Add the history commands to `app`; `analyze_job(path)` returns the pipeline's Analysis
+    (`analyze_job(path, parse_groups=...)` with --engine ray)."""
 
     @app.command()
     def ingest(
@@ -167,7 +168,7 @@ def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
             if lake_dir:
                 lake.claim(lake_dir)  # an unwritable lake is one error, not one per job
             parse_groups = parser_for(engine, address)
-        analyze_on = partial(analyze_job, parse_groups=parse_groups)
+        analyze_on = partial(analyze_job, parse_groups=parse_groups) if parse_groups else analyze_job
         # Keep going past a bad directory so one unreadable job does not block the others.
         failed = False
         for job_dir in job_dirs:
