@@ -15,6 +15,7 @@ from . import __version__
 from .cli_common import (COLOR_HELP, ColorChoice, OneLineErrors, ReportFormat as Format, dumb_terminal,
                          fail as _fail, format_from_out, print_rich, render, report_format, use_color,
                          write_output)
+from .engine_ray import ADDRESS_HELP, ENGINE_HELP, Engine, EngineError, parser_for
 from .pipeline import WINDOW, InputError, analyze as analyze_job
 
 INPUTS_HELP = ("The job's logs: its directory, one or more log files or archives (.gz, .zst, .tar*), "
@@ -65,21 +66,25 @@ def analyze(
                               "progress steps per rank (slower on big logs)."),
     one_job: bool = typer.Option(False, "--one-job", help="Read the inputs as one job even where their names "
                                  "say several (Slurm job ids, torchrun runs in different directories)."),
+    engine: Engine = typer.Option(Engine.local, "--engine", help=ENGINE_HELP),
+    address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
     """Analyse a job: verdict, evidence, aligned timeline, fix.
 
     Examples: correlator analyze samples/tr-stalled_rank-4 --format json;
     correlator analyze samples/tr-stalled_rank-4 -o report.html;
-    correlator analyze rank3.log console.txt; pbpaste | correlator analyze -
+    correlator analyze rank3.log console.txt; pbpaste | correlator analyze -;
+    correlator analyze /shared/logs/job-8812 --engine ray --address auto
     """
     fmt = report_format(format, out)
     _refuse_several_jobs(inputs, one_job)
     bar, on_file = _progress(quiet)
     try:
+        parse_groups = parser_for(engine, address)
         # The store keeps every line typed, as `ingest` does.
         analysis = analyze_job(inputs, on_file=on_file, keep_tables=db is not None,
-                               window=None if full or db is not None else WINDOW)
-    except InputError as e:
+                               window=None if full or db is not None else WINDOW, parse_groups=parse_groups)
+    except (InputError, EngineError) as e:
         raise _fail(str(e))
     finally:
         if bar:

@@ -7,6 +7,7 @@ import json
 import sys
 from collections import Counter
 from contextlib import contextmanager
+from functools import partial
 from datetime import datetime
 from enum import Enum
 from pathlib import Path
@@ -16,9 +17,10 @@ import duckdb
 import typer
 from rich.table import Table
 
-from correlator import store
+from correlator import lake, store
 from correlator.cli_common import (COLOR_HELP, ColorChoice, ReportFormat, fail as _fail, format_from_out, print_rich,
                                    render, report_format, use_color, write_output)
+from correlator.engine_ray import ADDRESS_HELP, ENGINE_HELP, Engine, EngineError, parser_for
 from correlator.pipeline import InputError
 
 DbOption = typer.Option(None, "--db", help="History database (default: $CORRELATOR_DB, else $XDG_DATA_HOME/correlator/history.duckdb).")
@@ -35,6 +37,8 @@ FormatOption = typer.Option(None, "--format", "-f", help="table (the default), c
                                                           "its extension decides (.csv, .json, .txt).")
 OutOption = typer.Option(None, "--out", "-o", help="Write to this file instead of standard output.")
 ColorOption = typer.Option(ColorChoice.auto, "--color", help=COLOR_HELP)
+LakeOption = typer.Option(None, "--lake", help="A Parquet lake directory (Hive-partitioned by month and job) "
+                                               "instead of the DuckDB history file.")
 
 
 
@@ -44,8 +48,13 @@ def _user_errors() -> Iterator[None]:
     """Turn the errors a user can fix into one line on stderr and exit status 2."""
     try:
         yield
-    except (store.StoreError, duckdb.Error) as error:
+    except (store.StoreError, EngineError, duckdb.Error) as error:
         raise _fail(store.first_line(error)) from None
+
+
+def _one_history(db: Optional[Path], lake_dir: Optional[Path]) -> None:
+    if db and lake_dir:
+        raise _fail("give --db or --lake, not both")
 
 
 def _cell(value: Any) -> str:
@@ -103,11 +112,11 @@ def _print_history(jobs: list[dict], fmt: SqlFormat, out: Path | None, color: Co
     print_rich(table, color, out)
 
 
-def _ingest_one(analyze_job: Callable[[Path], Any], job_dir: Path, db: Optional[Path]) -> bool:
+def _ingest_one(analyze_job: Callable[[Path], Any], job_dir: Path, db: Optional[Path], lake_dir: Optional[Path]) -> bool:
     try:
         analysis = analyze_job(job_dir)
-        key = store.ingest(analysis, db)
-    except (InputError, store.StoreError, duckdb.Error, OSError, ValueError) as error:
+        key = lake.write_job(lake_dir, analysis) if lake_dir else store.ingest(analysis, db)
+    except (InputError, EngineError, store.StoreError, duckdb.Error, OSError, ValueError) as error:
         message = store.first_line(error)
         where = "" if message.startswith(str(job_dir)) else f"{job_dir}: "
         typer.echo(f"error: {where}{message}", err=True)
@@ -134,7 +143,8 @@ def _jobs_of(job_dir: Path, one_job: bool) -> list[Path] | None:
 
 
 def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
-    """Add the history commands to `app`; `analyze_job(path)` returns the pipeline's Analysis."""
+    """Add the history commands to `app`; `analyze_job(path)` returns the pipeline's Analysis
+    (`analyze_job(path, parse_groups=...)` with --engine ray)."""
 
     @app.command()
     def ingest(
@@ -143,12 +153,22 @@ def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
         db: Optional[Path] = DbOption,
         one_job: bool = typer.Option(False, "--one-job", help="Store each argument as one job even where its names "
                                      "say several."),
+        lake_dir: Optional[Path] = LakeOption,
+        engine: Engine = typer.Option(Engine.local, "--engine", help=ENGINE_HELP),
+        address: Optional[str] = typer.Option(None, "--address", help=ADDRESS_HELP),
     ) -> None:
         """Analyse jobs and store them in the history; re-ingesting a directory replaces it.
 
         Examples: correlator ingest /shared/logs/job-8812 /shared/logs/job-8813 --db ~/history.duckdb;
-        correlator ingest samples (each of the 46 jobs under it)
+        correlator ingest samples (each of the 46 jobs under it);
+        correlator ingest /shared/failed/* --lake /shared/correlator-lake --engine ray --address auto
         """
+        _one_history(db, lake_dir)
+        with _user_errors():
+            if lake_dir:
+                lake.claim(lake_dir)  # an unwritable lake is one error, not one per job
+            parse_groups = parser_for(engine, address)
+        analyze_on = partial(analyze_job, parse_groups=parse_groups) if parse_groups else analyze_job
         # Keep going past a bad directory so one unreadable job does not block the others.
         failed = False
         for job_dir in job_dirs:
@@ -157,7 +177,7 @@ def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
                 failed = True
                 continue
             for job in jobs:
-                failed |= not _ingest_one(analyze_job, job, db)
+                failed |= not _ingest_one(analyze_on, job, db, lake_dir)
         if failed:
             raise typer.Exit(2)
 
@@ -171,14 +191,19 @@ def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
         out: Optional[Path] = OutOption,
         write: bool = typer.Option(False, "--write", help="Allow statements that modify the database."),
         color: ColorChoice = ColorOption,
+        lake_dir: Optional[Path] = LakeOption,
     ) -> None:
-        """Query the history with SQL (read-only unless --write).
+        """Query the history with SQL (read-only unless --write), or a lake's (--lake) with the same views.
 
-        Example: correlator sql "select host, incidents from culprit_hosts_by_month where month = '2026-11'" -f csv
+        Examples: correlator sql "select host, incidents from culprit_hosts_by_month where month = '2026-11'" -f csv;
+        correlator sql --lake /shared/correlator-lake "select * from kinds_by_week"
         """
         fmt = _row_format(format, out)
+        _one_history(db, lake_dir)
+        if lake_dir and write:
+            raise _fail("--write changes a --db file; a lake changes only by ingest")
         with _user_errors():
-            columns, rows = store.query(db, query, write=write)
+            columns, rows = lake.query(lake_dir, query) if lake_dir else store.query(db, query, write=write)
         _print_rows(columns, rows, fmt, out, color)
 
     @app.command()
@@ -187,14 +212,17 @@ def register(app: typer.Typer, analyze_job: Callable[[Path], Any]) -> None:
         format: Optional[SqlFormat] = FormatOption,
         out: Optional[Path] = OutOption,
         color: ColorChoice = ColorOption,
+        lake_dir: Optional[Path] = LakeOption,
     ) -> None:
         """List the stored jobs, most recently analysed first (csv and json: every stored column).
 
-        Examples: correlator history --db ~/history.duckdb; correlator history -f json | jq '.[0]'
+        Examples: correlator history --db ~/history.duckdb; correlator history -f json | jq '.[0]';
+        correlator history --lake /shared/correlator-lake
         """
         fmt = _row_format(format, out)
+        _one_history(db, lake_dir)
         with _user_errors():
-            jobs = store.history(db)
+            jobs = lake.history(lake_dir) if lake_dir else store.history(db)
         _print_history(jobs, fmt, out, color)
 
     @app.command()

@@ -174,7 +174,9 @@ def discover(root: Path) -> tuple[list[Source], list[Skipped]]:
     sources: list[Source] = []
     skipped: list[Skipped] = []
     real_root = os.path.realpath(root)
-    for rel_path, entry in _walk(os.fspath(root), skipped):
+    # Opened by absolute path: another process (a Ray worker) opens the same file whatever its
+    # working directory.
+    for rel_path, entry in _walk(os.path.abspath(root), skipped):
         rel = _safe_name(rel_path)
         try:
             st = entry.stat(follow_symlinks=False)
@@ -228,7 +230,7 @@ def discover_paths(paths: list[Path]) -> tuple[list[Source], list[Skipped]]:
         except OSError as e:
             skipped.append(Skipped(label, f"unreadable: {e.strerror}"))
             continue
-        _add_file(os.fspath(path), label, path.name, st, sources, skipped)
+        _add_file(os.path.abspath(path), label, path.name, st, sources, skipped)
     return sources, skipped
 
 

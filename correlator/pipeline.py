@@ -174,8 +174,14 @@ def _insert_tables(con: duckdb.DuckDBPyConnection, parts: dict[str, list[pa.Tabl
         _insert(con, name, pa.concat_tables(tables))
 
 
+# Parses a job's files, group by group: (sources, window) -> the groups' results (and rows handed
+# over while a group goes on), in any order. In-process by default; engine_ray maps the same
+# parse_sources over a Ray cluster.
+GroupParser = Callable[[list[Source], int | None], Iterator[GroupResults | dict]]
+
+
 def parse_job(inputs: Inputs, workers: int = 2, on_file: Callable[[int, int], None] | None = None,
-              window: int | None = None) -> Parsed:
+              window: int | None = None, parse_groups: GroupParser | None = None) -> Parsed:
     """Parse every file of the job into a DuckDB connection, one group of files' tables at a time;
     every line typed, or with a `window` only the last of the lines that repeat (see WINDOW)."""
     workdir = tempfile.TemporaryDirectory(prefix="correlator-")
@@ -189,7 +195,9 @@ def parse_job(inputs: Inputs, workers: int = 2, on_file: Callable[[int, int], No
     create_tables(con)
     parsed = Parsed(con, paths, list(skipped), workdir)
     done = 0
-    for results in _parse_groups(_Feed(sources, window), workers, window):
+    groups = (parse_groups(sources, window) if parse_groups
+              else _parse_groups(_Feed(sources, window), workers, window))
+    for results in groups:
         if not isinstance(results, GroupResults):  # rows handed over while the group goes on
             _insert_tables(con, results)
             continue
@@ -341,11 +349,13 @@ def line_reader(paths: list[Path]) -> Callable[[str, set[int]], dict[int, str]]:
 
 
 def analyze(inputs: Inputs, workers: int = 2, on_file: Callable[[int, int], None] | None = None,
-            keep_tables: bool = False, window: int | None = WINDOW) -> Analysis:
+            keep_tables: bool = False, window: int | None = WINDOW,
+            parse_groups: GroupParser | None = None) -> Analysis:
     """The whole analysis of one job (a directory, files, archives). The job's tables come along
     only when asked for (to store them): copied out of DuckDB they would cost as much memory as
-    the logs. `window=None` types every line (see WINDOW)."""
-    parsed = parse_job(inputs, workers, on_file, window)
+    the logs. `window=None` types every line (see WINDOW). `parse_groups`: where the files are
+    parsed (see GroupParser)."""
+    parsed = parse_job(inputs, workers, on_file, window, parse_groups)
     try:
         job_id, _, report = decide_and_report(parsed, inputs)
         return Analysis(parsed.paths[0], job_id, tables_of(parsed.con) if keep_tables else {}, report)

@@ -297,27 +297,41 @@ def _incident(analysis: AnalysisLike, key: str, log_dir: Path) -> dict[str, Any]
 
 def ingest(analysis: AnalysisLike, db_path: Path | None = None, *, timeout: float | None = None) -> str:
     """Store the job's tables and verdict, replacing an earlier ingest of the same job; returns its job_key."""
-    log_dir = Path(analysis.job_dir).resolve()
-    key = job_key(analysis.job_id, log_dir)
-    incident = _incident(analysis, key, log_dir)
     with _open(db_path, write=True, timeout=timeout) as con:
         con.execute("BEGIN TRANSACTION")
         try:
-            for name in TABLES:
-                incoming = conform(name, analysis.tables[name])
-                con.execute(f"DELETE FROM {name} WHERE job_key = ?", [key])
-                con.register("incoming", incoming)
-                con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS job_key, * FROM incoming", [key])
-                con.unregister("incoming")
-            con.execute("DELETE FROM incidents WHERE job_key = ?", [key])
-            columns = ", ".join(incident)
-            placeholders = ", ".join("?" for _ in incident)
-            con.execute(f"INSERT INTO incidents ({columns}) VALUES ({placeholders})", list(incident.values()))
+            key = insert_job(con, analysis)
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
             raise
     return key
+
+
+def insert_job(con: duckdb.DuckDBPyConnection, analysis: AnalysisLike) -> str:
+    """The job's rows and incident into a connection with the store's schema, replacing the job's
+    earlier rows (the caller holds the transaction); returns its job_key. The lake writes a job
+    through this too, so both keep the same columns and types."""
+    log_dir = Path(analysis.job_dir).resolve()
+    key = job_key(analysis.job_id, log_dir)
+    incident = _incident(analysis, key, log_dir)
+    for name in TABLES:
+        incoming = conform(name, analysis.tables[name])
+        con.execute(f"DELETE FROM {name} WHERE job_key = ?", [key])
+        con.register("incoming", incoming)
+        con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS job_key, * FROM incoming", [key])
+        con.unregister("incoming")
+    con.execute("DELETE FROM incidents WHERE job_key = ?", [key])
+    columns = ", ".join(incident)
+    placeholders = ", ".join("?" for _ in incident)
+    con.execute(f"INSERT INTO incidents ({columns}) VALUES ({placeholders})", list(incident.values()))
+    return key
+
+
+def schema_in(con: duckdb.DuckDBPyConnection) -> None:
+    """The store's tables (empty) and views on any connection (the lake's in-memory ones)."""
+    con.execute("SET TimeZone = 'UTC'")
+    _migrate(con)
 
 
 # --- reading ------------------------------------------------------------------------------------
