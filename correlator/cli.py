@@ -165,7 +165,7 @@ def formats() -> None:
 
     Example: correlator formats
     """
-    from parsers.spec import registry
+    from correlator.parsers.spec import registry
     from .report.sanitize import clean
     for spec in registry():
         typer.echo(f"{spec.layer:8} {spec.source:14} {spec.name:32} {clean(spec.samples[0].line)[:110]}")

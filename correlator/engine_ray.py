@@ -19,7 +19,7 @@ import socket
 from enum import Enum
 from typing import Callable, Iterator
 
-from parsers.files import GroupResults, parse_sources
+from correlator.parsers.files import GroupResults, parse_sources
 
 from .discover import Source
 from .pipeline import GROUP_BYTES, GROUP_FILES, WINDOW_GROUP_BYTES, GroupParser

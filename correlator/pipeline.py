@@ -17,9 +17,9 @@ from typing import Callable, Iterable, Iterator
 import duckdb
 import pyarrow as pa
 
-from parsers.files import GROUP_LINES, FileResult, GroupResults, parse_sources
-from parsers.reader import MAX_LINE
-from parsers.slurm import expand_task_ranges
+from correlator.parsers.files import GROUP_LINES, FileResult, GroupResults, parse_sources
+from correlator.parsers.reader import MAX_LINE
+from correlator.parsers.slurm import expand_task_ranges
 
 from .discover import Skipped, Source, discover_paths
 from .tables import SCHEMAS
@@ -312,7 +312,7 @@ def decide_and_report(parsed: Parsed, inputs: Inputs):
     # The parsers are done: the queries get the memory and the cores.
     parsed.con.execute(f"set memory_limit = '{MEMORY_LIMIT}'; set threads = {os.cpu_count() or 1}")
     from . import assemble, verdict as verdicts
-    import queries
+    from correlator import queries
     queries.run_all(parsed.con)
     job_id = job_id_of(parsed.con, parsed.paths)
     decided = verdicts.decide(parsed.con)

@@ -39,7 +39,7 @@ def _centre(around: str) -> str:
 def select(inputs: Inputs, query: TimelineQuery) -> tuple[list[Row], int, Spans]:
     """The rows (at most `limit`), how many matched in all, and the spans of the whole timeline.
     Raises ValueError for a malformed --around, pipeline.InputError for unreadable inputs."""
-    import queries
+    from correlator import queries
     from .assemble import QUIET_KINDS
     parsed = parse_job(inputs)
     try:

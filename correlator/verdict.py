@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-import queries
+from correlator import queries
 
 from .counters import COUNTER_SOURCES, printed_label, seq_label
 from .report.ranges import compress

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import parsers.bulk
+import correlator.parsers.bulk
 from correlator.pipeline import analyze
 from correlator.synth import JobSpec, generate_job
 
@@ -134,8 +134,8 @@ def test_a_window_of_repeated_lines_gives_the_verdict_of_every_line(spec, tmp_pa
     the other lines are counted. (All 16 generated NCCL jobs were checked so once; one per fault
     keeps this fast.)"""
     generate_job(tmp_path, spec)
-    monkeypatch.setattr(parsers.bulk, "SKIM_BLOCK", 2048)
-    monkeypatch.setattr(parsers.bulk, "MIN_BLOCK", 512)
+    monkeypatch.setattr(correlator.parsers.bulk, "SKIM_BLOCK", 2048)
+    monkeypatch.setattr(correlator.parsers.bulk, "MIN_BLOCK", 512)
     windowed = analyze(tmp_path / "logs", window=4).report
     full = analyze(tmp_path / "logs", window=None).report
     for key in ("verdict", "first_stalled", "divergence"):

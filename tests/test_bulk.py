@@ -9,12 +9,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import parsers.bulk
-import parsers.files
+import correlator.parsers.bulk
+import correlator.parsers.files
 from correlator.discover import discover
 from correlator.synth import JobSpec, generate_job
-from parsers.files import parse_sources
-from parsers.reader import iter_chunks
+from correlator.parsers.files import parse_sources
+from correlator.parsers.reader import iter_chunks
 
 COLL = "AllReduce: opCount {seq:x} sendbuff 0x7f00 recvbuff 0x7f00 count 1024 datatype 7 op 0 root 0 comm 0x55d6aacc52a0 [nranks=4] stream 0x55d9"
 HOSTILE_LINES = [
@@ -38,7 +38,7 @@ HOSTILE_LINES = [
 
 def _parse(root: Path, bulk: bool, monkeypatch) -> dict[str, pl.DataFrame]:
     if not bulk:
-        monkeypatch.setattr(parsers.bulk, "bulk_specs", lambda: ())
+        monkeypatch.setattr(correlator.parsers.bulk, "bulk_specs", lambda: ())
     sources, _ = discover(root)
     results = parse_sources(sources, per_file=False)
     monkeypatch.undo()
@@ -126,7 +126,7 @@ def test_a_window_over_many_batches_keeps_what_one_batch_keeps(tmp_path, monkeyp
     (tmp_path / "rank0.log").write_text("\n".join(lines) + "\n")
 
     def parse(batch_bytes):
-        monkeypatch.setattr(parsers.files, "iter_chunks", partial(iter_chunks, batch_bytes=batch_bytes))
+        monkeypatch.setattr(correlator.parsers.files, "iter_chunks", partial(iter_chunks, batch_bytes=batch_bytes))
         results = parse_sources(discover(tmp_path)[0], per_file=False, window=5)
         rows = pl.concat([pl.from_arrow(t) for t in results.group_tables["collectives"]])
         return _sorted(rows.select("comm", "seq", "line")), results[0].skimmed
@@ -163,9 +163,9 @@ STEP = "2026-11-29 21:22:{:02},484 INFO [rank 1] step {}/900 loss 0.5"
 
 
 def _skim(data: bytes, window: int, monkeypatch) -> tuple[list, dict]:
-    monkeypatch.setattr(parsers.bulk, "SKIM_BLOCK", 400)
-    monkeypatch.setattr(parsers.bulk, "MIN_BLOCK", 100)
-    return parsers.bulk.skim_blocks(data, window)
+    monkeypatch.setattr(correlator.parsers.bulk, "SKIM_BLOCK", 400)
+    monkeypatch.setattr(correlator.parsers.bulk, "MIN_BLOCK", 100)
+    return correlator.parsers.bulk.skim_blocks(data, window)
 
 
 def test_blocks_of_coll_lines_are_counted_without_being_read(monkeypatch):
@@ -205,8 +205,8 @@ def test_progress_steps_left_out_keep_the_last_ones_and_the_time_the_lines_after
     lines = [STEP.format(s % 60, s) for s in range(300)]
     lines += ["node1:30162:30162 [0] NCCL INFO " + COLL.format(seq=s) for s in range(3)]
     (tmp_path / "rank1.log").write_text("\n".join(lines) + "\n")
-    monkeypatch.setattr(parsers.bulk, "SKIM_BLOCK", 400)
-    monkeypatch.setattr(parsers.bulk, "MIN_BLOCK", 100)
+    monkeypatch.setattr(correlator.parsers.bulk, "SKIM_BLOCK", 400)
+    monkeypatch.setattr(correlator.parsers.bulk, "MIN_BLOCK", 100)
     results = parse_sources(discover(tmp_path)[0], per_file=False, window=5)
     steps = pl.concat([pl.from_arrow(t) for t in results.group_tables["progress"]])
     coll = pl.concat([pl.from_arrow(t) for t in results.group_tables["collectives"]])
@@ -222,8 +222,8 @@ def test_steps_before_a_traceback_at_the_end_count_toward_the_window(monkeypatch
     frames = [f'  File "train.py", line {n}, in step' for n in range(30)]
     lines = [STEP.format(s % 60, s) for s in range(400)] + ["Traceback (most recent call last):"] + frames
     data = ("\n".join(lines) + "\n").encode()
-    monkeypatch.setattr(parsers.bulk, "SKIM_BLOCK", 4000)
-    monkeypatch.setattr(parsers.bulk, "MIN_BLOCK", 200)
-    kept, skipped = parsers.bulk.skim_blocks(data, 10)
+    monkeypatch.setattr(correlator.parsers.bulk, "SKIM_BLOCK", 4000)
+    monkeypatch.setattr(correlator.parsers.bulk, "MIN_BLOCK", 200)
+    kept, skipped = correlator.parsers.bulk.skim_blocks(data, 10)
     steps_read = sum(count for *_, count in kept) - len(frames) - 1
     assert sum(skipped.values()) + steps_read == 400 and steps_read <= 20

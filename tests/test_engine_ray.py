@@ -20,7 +20,7 @@ from correlator.cli import app  # noqa: E402
 from correlator.discover import discover  # noqa: E402
 from correlator.synth import JobSpec, generate_job  # noqa: E402
 from lake_compare import lake_contents, rows  # noqa: E402
-from parsers.files import parse_sources  # noqa: E402
+from correlator.parsers.files import parse_sources  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(p.parent / "logs" for p in (ROOT / "samples").glob("*/expected.json") if (p.parent / "logs").is_dir())

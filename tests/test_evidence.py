@@ -211,7 +211,7 @@ def test_healthy_and_straggler_runs_cite_their_last_steps(reports, sample):
 
 def test_every_rules_evidence_query_runs_on_real_tables():
     """Each rule's `evidence` query (correlator/rules.toml) binds and runs over a job's tables."""
-    import queries
+    from correlator import queries
     from correlator.verdict import prepare_evidence, rules
     parsed = parse_job(ROOT / "samples" / "tr-missing_collective-4-fr" / "logs")
     queries.run_all(parsed.con)

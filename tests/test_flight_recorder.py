@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 from correlator.discover import discover
-from parsers.files import FileResult, parse_sources
-from parsers.flight_recorder import MAX_ENTRIES, claims, load_dump, normalise_op
+from correlator.parsers.files import FileResult, parse_sources
+from correlator.parsers.flight_recorder import MAX_ENTRIES, claims, load_dump, normalise_op
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fr"
 HEALTHY_PG0_OPS = ["BROADCAST"] + ["ALLREDUCE"] * 4 + ["ALLGATHER", "BARRIER"]

@@ -2,8 +2,8 @@
 import polars as pl
 import pytest
 
-from parsers.engine import FileContext, _candidates, _fields, parse_batch
-from parsers.spec import registry
+from correlator.parsers.engine import FileContext, _candidates, _fields, parse_batch
+from correlator.parsers.spec import registry
 
 CTX = FileContext.for_mtime("sample.log", 1796000000.0)   # 2026-11-30 UTC
 CASES = [(spec, i, sample) for spec in registry() for i, sample in enumerate(spec.samples)]

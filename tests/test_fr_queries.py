@@ -7,7 +7,7 @@ import math
 import duckdb
 import pytest
 
-import queries
+from correlator import queries
 from correlator.pipeline import create_tables
 
 

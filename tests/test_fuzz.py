@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from correlator.discover import discover
-from parsers.engine import FileContext, parse_batch
-from parsers.files import parse_sources
-from parsers.reader import ReadStats, iter_batches
+from correlator.parsers.engine import FileContext, parse_batch
+from correlator.parsers.files import parse_sources
+from correlator.parsers.reader import ReadStats, iter_batches
 
 # scripts/fuzz.py raises the number of examples through FUZZ_EXAMPLES.
 FAST = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", 60)), deadline=None,
@@ -97,14 +97,14 @@ def coll_like_line(draw) -> str:
 def test_bulk_lane_and_engine_agree_on_any_coll_lines(lines):
     from unittest import mock
 
-    import parsers.bulk
+    import correlator.parsers.bulk
 
     def collectives(bulk: bool) -> pl.DataFrame:
         with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(tmp, "rank1.log"), "w", encoding="utf-8", errors="surrogatepass") as f:
                 f.write("\n".join(lines) + "\n")
             sources, _ = discover(tmp)
-            with mock.patch.object(parsers.bulk, "bulk_specs", parsers.bulk.bulk_specs if bulk else lambda: ()):
+            with mock.patch.object(correlator.parsers.bulk, "bulk_specs", correlator.parsers.bulk.bulk_specs if bulk else lambda: ()):
                 parts = parse_sources(sources, per_file=False).group_tables.get("collectives", [])
         df = pl.concat([pl.from_arrow(t) for t in parts]) if parts else pl.DataFrame()
         return df.sort(df.columns, nulls_last=True) if df.height else df
@@ -175,14 +175,14 @@ def test_skimmed_blocks_leave_out_only_lines_the_window_leaves_out(lines, window
     are typed, and every line left out is counted."""
     from unittest import mock
 
-    import parsers.bulk
+    import correlator.parsers.bulk
 
     def parse(skim: bool) -> tuple[dict[str, pl.DataFrame], int, int]:
         with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(tmp, "rank1.log"), "w", encoding="utf-8", errors="surrogatepass") as f:
                 f.write("\n".join(lines) + "\n")
-            with mock.patch.multiple(parsers.bulk, SKIM_BLOCK=300, MIN_BLOCK=100), \
-                    mock.patch.object(parsers.bulk, "skim_blocks", parsers.bulk.skim_blocks if skim else lambda *_: ([], {})):
+            with mock.patch.multiple(correlator.parsers.bulk, SKIM_BLOCK=300, MIN_BLOCK=100), \
+                    mock.patch.object(correlator.parsers.bulk, "skim_blocks", correlator.parsers.bulk.skim_blocks if skim else lambda *_: ([], {})):
                 results = parse_sources(discover(tmp)[0], per_file=False, window=window)
         tables = {name: pl.concat([pl.from_arrow(t) for t in parts]) for name, parts in results.group_tables.items()}
         return tables, results[0].skimmed, results[0].stats.lines

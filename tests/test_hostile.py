@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from correlator.synth import JobSpec, generate_job
-from parsers.reader import iter_batches
+from correlator.parsers.reader import iter_batches
 
 CLI = Path(sys.executable).with_name("correlator")
 TINY_FILES = 10_000
@@ -255,7 +255,7 @@ def test_truncated_tar_gz_keeps_the_members_before_the_cut(tmp_path):
 def test_tar_zst_and_large_members_are_read(tmp_path, monkeypatch):
     import zstandard
     from correlator import discover as discovery
-    from parsers.files import parse_sources
+    from correlator.parsers.files import parse_sources
     monkeypatch.setattr(discovery, "SMALL_MEMBER", 1000)   # every member is re-read from the archive
     (tmp_path / "logs.tar.zst").write_bytes(zstandard.ZstdCompressor().compress(_tar_of_logs(3)))
     sources, skipped = discovery.discover(tmp_path)
@@ -286,13 +286,13 @@ def test_tree_deeper_than_the_recursion_limit(tmp_path):
 def test_a_failing_engine_pass_is_reported_on_its_files_not_raised(tmp_path, monkeypatch):
     """Outside the tests (CORRELATOR_STRICT unset) an exception in an engine pass, the last one
     included, becomes a read error of every file the pass held; their lines are still counted."""
-    import parsers.files
+    import correlator.parsers.files
     from correlator.discover import discover
     monkeypatch.delenv("CORRELATOR_STRICT")
-    monkeypatch.setattr(parsers.files, "_parse_lines", lambda *a: 1 / 0)
+    monkeypatch.setattr(correlator.parsers.files, "_parse_lines", lambda *a: 1 / 0)
     for i in range(2):
         (tmp_path / f"rank{i}.log").write_text("a line\nanother\n")
-    results = parsers.files.parse_sources(discover(tmp_path)[0])
+    results = correlator.parsers.files.parse_sources(discover(tmp_path)[0])
     assert [r.stats.error for r in results] == ["parse error in a pass over its lines: ZeroDivisionError: division by zero"] * 2
     assert [r.stats.lines for r in results] == [2, 2]
 
@@ -306,12 +306,12 @@ def test_one_huge_file_hands_its_rows_over_while_it_is_read(tmp_path, monkeypatc
     """A group of one big file (an `srun -l` output) no longer holds every row to its end: they
     go to DuckDB every HAND_OVER_ROWS, and the tables are the same."""
     import correlator.pipeline as pipeline
-    import parsers.files
+    import correlator.parsers.files
     generate_job(tmp_path, JobSpec(nranks=4, coll_lines=True, launcher="srun", steps=100))
-    monkeypatch.setattr(parsers.files, "iter_batches", partial(iter_batches, batch_bytes=4000))
-    monkeypatch.setattr(parsers.files, "GROUP_LINES", 200)
+    monkeypatch.setattr(correlator.parsers.files, "iter_batches", partial(iter_batches, batch_bytes=4000))
+    monkeypatch.setattr(correlator.parsers.files, "GROUP_LINES", 200)
     expected = _table_counts(pipeline.parse_job(tmp_path / "logs").con)
-    monkeypatch.setattr(parsers.files, "HAND_OVER_ROWS", 300)
+    monkeypatch.setattr(correlator.parsers.files, "HAND_OVER_ROWS", 300)
     handed = []
     insert = pipeline._insert_tables
     monkeypatch.setattr(pipeline, "_insert_tables", lambda con, parts: (handed.append("files" not in parts), insert(con, parts)))
@@ -322,11 +322,11 @@ def test_one_huge_file_hands_its_rows_over_while_it_is_read(tmp_path, monkeypatc
 def test_a_failed_insert_stops_the_workers_instead_of_hanging(tmp_path, monkeypatch):
     """The workers wait on a short queue of rows; when the main thread fails, they stop."""
     import correlator.pipeline as pipeline
-    import parsers.files
+    import correlator.parsers.files
     generate_job(tmp_path, JobSpec(nranks=4, coll_lines=True, launcher="srun", steps=100))
-    monkeypatch.setattr(parsers.files, "iter_batches", partial(iter_batches, batch_bytes=4000))
-    monkeypatch.setattr(parsers.files, "GROUP_LINES", 100)
-    monkeypatch.setattr(parsers.files, "HAND_OVER_ROWS", 100)
+    monkeypatch.setattr(correlator.parsers.files, "iter_batches", partial(iter_batches, batch_bytes=4000))
+    monkeypatch.setattr(correlator.parsers.files, "GROUP_LINES", 100)
+    monkeypatch.setattr(correlator.parsers.files, "HAND_OVER_ROWS", 100)
 
     def fail(con, parts):
         raise RuntimeError("disk full")

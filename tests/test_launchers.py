@@ -14,8 +14,8 @@ import pytest
 
 from correlator.discover import discover
 from correlator.tables import SCHEMAS, conform
-from parsers import kubernetes, slurm, torchelastic  # noqa: F401  (registers the whole-file parsers)
-from parsers.files import parse_sources
+from correlator.parsers import kubernetes, slurm, torchelastic  # noqa: F401  (registers the whole-file parsers)
+from correlator.parsers.files import parse_sources
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 SLURM_FILES = re.compile(r"^(?:slurmctld|slurmd-|sacct|scontrol|jobcomp)")

@@ -2,7 +2,7 @@
 src/ras/client_support.cc, parses line by line with nothing left unrecognised."""
 import polars as pl
 
-from parsers.engine import FileContext, parse_batch
+from correlator.parsers.engine import FileContext, parse_batch
 
 CTX = FileContext.for_mtime("ncclras.txt", 1796000000.0)
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import queries
+from correlator import queries
 from correlator.pipeline import analyze, create_tables
 from correlator.synth import JobSpec, generate_job
 

@@ -27,7 +27,7 @@ MAX_LINES = 64  # ranks drawn one by one; beyond, the others as one envelope of 
 @lru_cache(maxsize=1)
 def _step_pattern() -> re.Pattern:
     try:
-        from parsers.spec import registry
+        from correlator.parsers.spec import registry
         return re.compile(next(spec.regex for spec in registry() if spec.name == "progress"))
     except Exception:  # the parsers' registry unavailable: the same words
         return re.compile(r"(?i)\b(?:global[_ ])?(?:step|iteration|iter)[ =:#]*(?P<step>\d+)")
