@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from .report.ranges import compress
+from .ranges import compress
 from .counters import difference, dtype_name, printed_fields, printed_label, seq_label, seq_printed
 from .verdict import Verdict, evidence, evidence_and_causes, line_text, remediation
 

@@ -187,11 +187,12 @@ def timeline(
     """
     from .assemble import iso
     from .report.sanitize import clean
-    from .timeline import TimelineQuery, no_match_note, select
+    from .pipeline import timeline as job_timeline
+    from .timeline import TimelineQuery, no_match_note
     _refuse_several_jobs(inputs, one_job)
     query = TimelineQuery(rank or [], around, window, everything, limit)
     try:
-        rows, total, spans = select(inputs, query)
+        rows, total, spans = job_timeline(inputs, query)
     except InputError as e:
         raise _fail(str(e))
     except ValueError as e:  # a malformed --around

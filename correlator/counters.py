@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from .ranges import compress
+
 # How each log prints its counter, so that the report's number can be grepped for: DETAIL's
 # SequenceNumber is 0-based (kept +1 inside, to line up with SeqNum), NCCL's opCount is hex.
 COUNTER_LABELS = {"pg_seq": "SeqNum={}", "detail_seq": "SequenceNumber={}", "fr_seq": "collective_seq_id={}",
@@ -149,7 +151,6 @@ def difference(counter: str | None, groups: list[dict], culprits=()) -> str | No
 
 
 def _who(ranks: list[int]) -> str:
-    from .report.ranges import compress   # here: the report package reads this module
     text = compress(ranks, 60)
     return f"rank {text}" if len(ranks) == 1 else f"ranks {text}"
 

@@ -13,32 +13,17 @@ import re
 import stat
 import tarfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
 import zstandard
 
-SNIFF_BYTES = 8192
-# A log may contain a few NUL or control bytes; a file where they are common is not a log.
-BINARY_SHARE = 0.30
-# Random or compressed bytes have ~10% control bytes and ~45% invalid UTF-8; a log in a legacy
-# encoding (Latin-1, GBK) has as much invalid UTF-8 but next to no control bytes, so it stays text.
-NOISE_CONTROL_SHARE = 0.05
-NOISE_INVALID_SHARE = 0.25
-_TEXT_BYTES = bytes(range(32, 256)) + b"\t\n\r\f\x1b"
+from .parsers.sources import Source
+
 _TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst")
 SMALL_MEMBER = 1 << 20              # archive members up to this size are kept in memory...
 MEMBERS_IN_MEMORY = 256 << 20       # ...up to this many bytes per archive
-
-
-@dataclass
-class Source:
-    path: str                           # relative to the job directory, `!` into archives
-    open: Callable[[], BinaryIO]        # a fresh decompressed byte stream
-    size: int | None = None
-    mtime: float | None = None
-    hints: dict = field(default_factory=dict)   # host / rank / local_rank from the path
 
 
 @dataclass
@@ -236,25 +221,3 @@ def discover_paths(paths: list[Path]) -> tuple[list[Source], list[Skipped]]:
 
 def _under(label: str, src: Source) -> Source:
     return Source(f"{label}/{src.path}", src.open, src.size, src.mtime, path_hints(_display(f"{label}/{src.path}")))
-
-
-def sniff(head: bytes) -> str | None:
-    """Why `head` is not a log ('binary'), or None when it looks like text."""
-    if not head:
-        return None
-    if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
-        return "pickle"
-    controls = len(head.translate(None, _TEXT_BYTES)) / len(head)
-    invalid = (len(head) - len(head.decode("utf-8", "ignore").encode())) / len(head)
-    if controls > BINARY_SHARE or (controls > NOISE_CONTROL_SHARE and invalid > NOISE_INVALID_SHARE):
-        return "binary"
-    return None
-
-
-def read_head(src: Source) -> tuple[bytes, str | None]:
-    """The first bytes of a source and an error if it cannot be read."""
-    try:
-        with src.open() as f:
-            return f.read(SNIFF_BYTES), None
-    except (OSError, EOFError, zstandard.ZstdError, tarfile.TarError) as e:
-        return b"", f"unreadable: {type(e).__name__}"

@@ -12,17 +12,20 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
 
-from correlator.parsers.files import GROUP_LINES, FileResult, GroupResults, parse_sources
+from correlator.parsers.files import GROUP_LINES, GroupResults, parse_sources
+from correlator.parsers.results import FileResult
 from correlator.parsers.reader import MAX_LINE
-from correlator.parsers.slurm import expand_task_ranges
 
 from .discover import Skipped, Source, discover_paths
 from .tables import SCHEMAS
+
+if TYPE_CHECKING:
+    from .timeline import Spans, TimelineQuery
 
 # Above this many input bytes the job's tables live in a temporary DuckDB file, not in memory.
 SPILL_BYTES = 512 << 20
@@ -151,8 +154,6 @@ class _Feed:
 
 
 def _insert(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
-    if name == "exits":  # srun names task ranges (`tasks 0,2-3:`): one row per task
-        table = expand_task_ranges(table)
     con.register("_rows", table)
     con.execute(f"insert into {name} select * from _rows")
     con.unregister("_rows")
@@ -307,13 +308,17 @@ def dumps(report: dict) -> str:
     return json.dumps(report, indent=2, default=str)
 
 
+def run_queries(con: duckdb.DuckDBPyConnection) -> None:
+    """The queries over a parsed job; the parsers are done, so the queries get the memory and the cores."""
+    from . import queries
+    con.execute(f"set memory_limit = '{MEMORY_LIMIT}'; set threads = {os.cpu_count() or 1}")
+    queries.run_all(con)
+
+
 def decide_and_report(parsed: Parsed, inputs: Inputs):
     """Run the queries and the rule table over a parsed job: (job id, verdict, report)."""
-    # The parsers are done: the queries get the memory and the cores.
-    parsed.con.execute(f"set memory_limit = '{MEMORY_LIMIT}'; set threads = {os.cpu_count() or 1}")
     from . import assemble, verdict as verdicts
-    from correlator import queries
-    queries.run_all(parsed.con)
+    run_queries(parsed.con)
     job_id = job_id_of(parsed.con, parsed.paths)
     decided = verdicts.decide(parsed.con)
     return job_id, decided, assemble.build(parsed.con, decided, job_id, shown(inputs), line_reader(parsed.paths))
@@ -359,5 +364,17 @@ def analyze(inputs: Inputs, workers: int = 2, on_file: Callable[[int, int], None
     try:
         job_id, _, report = decide_and_report(parsed, inputs)
         return Analysis(parsed.paths[0], job_id, tables_of(parsed.con) if keep_tables else {}, report)
+    finally:
+        _close(parsed)
+
+
+def timeline(inputs: Inputs, query: "TimelineQuery") -> tuple[list[tuple], int, "Spans"]:
+    """`correlator timeline`: the job's merged, aligned events as timeline.select picks them. Every
+    line is typed: a window would leave out a rank's earlier progress steps."""
+    from .timeline import select
+    parsed = parse_job(inputs)
+    try:
+        run_queries(parsed.con)
+        return select(parsed.con, query)
     finally:
         _close(parsed)

@@ -1,14 +1,14 @@
 """`correlator timeline`: the merged, clock-aligned events of a job, filtered by rank and time.
 
-The CLI only prints; this module parses the job (every line typed: a window would leave out
-earlier progress steps), runs the queries and selects from their `timeline_events` view.
+The CLI only prints and the pipeline parses the job and runs the queries (pipeline.timeline);
+this module selects from their `timeline_events` view.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from .pipeline import Inputs, parse_job
+import duckdb
 
 Row = tuple  # (aligned_ts, rank, host, kind, file, line, text)
 
@@ -36,50 +36,42 @@ def _centre(around: str) -> str:
     return around if around.endswith("Z") or "+" in around[10:] else around + "Z"
 
 
-def select(inputs: Inputs, query: TimelineQuery) -> tuple[list[Row], int, Spans]:
-    """The rows (at most `limit`), how many matched in all, and the spans of the whole timeline.
-    Raises ValueError for a malformed --around, pipeline.InputError for unreadable inputs."""
-    from correlator import queries
+def select(con: duckdb.DuckDBPyConnection, query: TimelineQuery) -> tuple[list[Row], int, Spans]:
+    """The rows (at most `limit`), how many matched in all, and the spans of the whole timeline,
+    of a job the queries ran over. Raises ValueError for a malformed --around."""
     from .assemble import QUIET_KINDS
-    parsed = parse_job(inputs)
+    base = ["aligned_ts is not null"] + ([] if query.everything else [f"kind not in {QUIET_KINDS}"])
+    where, params = list(base), []
+    if query.ranks:
+        where.append("rank in (select unnest(?::bigint[]))")
+        params.append(query.ranks)
+    if query.around:
+        where.append("aligned_ts between ?::timestamptz - to_microseconds(?) and ?::timestamptz + to_microseconds(?)")
+        micros = int(query.window_s * 1e6)
+        params += [_centre(query.around), micros, _centre(query.around), micros]
+    matched = f"from timeline_events where {' and '.join(where)}"
+    limit = f" limit {int(query.limit)}" if query.limit else ""
     try:
-        queries.run_all(parsed.con)
-        base = ["aligned_ts is not null"] + ([] if query.everything else [f"kind not in {QUIET_KINDS}"])
-        where, params = list(base), []
-        if query.ranks:
-            where.append("rank in (select unnest(?::bigint[]))")
-            params.append(query.ranks)
-        if query.around:
-            where.append("aligned_ts between ?::timestamptz - to_microseconds(?) and ?::timestamptz + to_microseconds(?)")
-            micros = int(query.window_s * 1e6)
-            params += [_centre(query.around), micros, _centre(query.around), micros]
-        matched = f"from timeline_events where {' and '.join(where)}"
-        limit = f" limit {int(query.limit)}" if query.limit else ""
-        try:
-            rows = parsed.con.execute(f"select aligned_ts, rank, host, kind, file, line, text {matched} "
-                                      f"order by aligned_ts, file, line{limit}", params).fetchall()
-            total = parsed.con.execute(f"select count(*) {matched}", params).fetchone()[0]
-        except Exception as e:  # duckdb's conversion error for a malformed --around
-            raise ValueError(f"bad --around value {query.around!r}: give an ISO time such as 2026-11-29T22:52:51") from e
-        first, last, ranks = parsed.con.execute(
-            f"select min(aligned_ts), max(aligned_ts), list(distinct rank order by rank) filter (where rank is not null) "
-            f"from timeline_events where {' and '.join(base)}").fetchone()
-        spans = Spans(first, last, ranks or [])
-        if query.ranks:
-            spans.rank_first, spans.rank_last = parsed.con.execute(
-                f"select min(aligned_ts), max(aligned_ts) from timeline_events where {' and '.join(base)} "
-                "and rank in (select unnest(?::bigint[]))", [query.ranks]).fetchone()
-        return rows, total, spans
-    finally:
-        parsed.con.close()
-        if parsed.workdir:
-            parsed.workdir.cleanup()
+        rows = con.execute(f"select aligned_ts, rank, host, kind, file, line, text {matched} "
+                           f"order by aligned_ts, file, line{limit}", params).fetchall()
+        total = con.execute(f"select count(*) {matched}", params).fetchone()[0]
+    except Exception as e:  # duckdb's conversion error for a malformed --around
+        raise ValueError(f"bad --around value {query.around!r}: give an ISO time such as 2026-11-29T22:52:51") from e
+    first, last, ranks = con.execute(
+        f"select min(aligned_ts), max(aligned_ts), list(distinct rank order by rank) filter (where rank is not null) "
+        f"from timeline_events where {' and '.join(base)}").fetchone()
+    spans = Spans(first, last, ranks or [])
+    if query.ranks:
+        spans.rank_first, spans.rank_last = con.execute(
+            f"select min(aligned_ts), max(aligned_ts) from timeline_events where {' and '.join(base)} "
+            "and rank in (select unnest(?::bigint[]))", [query.ranks]).fetchone()
+    return rows, total, spans
 
 
 def no_match_note(query: TimelineQuery, spans: Spans) -> str:
     """One line for stderr: which filter matched nothing and what the timeline does hold."""
     from .assemble import iso
-    from .report.ranges import compress
+    from .ranges import compress
     held = (f"the timeline spans {iso(spans.first)} to {iso(spans.last)}" if spans.first
             else "the timeline has no timed events")
     asked = compress(query.ranks)

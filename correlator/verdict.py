@@ -15,7 +15,7 @@ import duckdb
 from correlator import queries
 
 from .counters import COUNTER_SOURCES, printed_label, seq_label
-from .report.ranges import compress
+from .ranges import compress
 
 HERE = Path(__file__).parent
 EVIDENCE_ROWS = 10

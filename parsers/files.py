@@ -2,24 +2,25 @@
 in parallel here, or over a cluster by another engine).
 
 Text logs go through the line engine batch by batch; a few formats are whole files (error.json,
-sacct, Flight Recorder dumps) and have their own parser, registered in WHOLE_FILE_PARSERS.
+sacct, Flight Recorder dumps) and have their own parser, listed in whole_files.py.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 import polars as pl
 import pyarrow as pa
 
-from correlator.discover import Source, read_head, sniff
-from correlator.tables import conform
-
 from .bulk import finish_bulk, take_bulk, window_batch
 from .engine import FileContext, group_frame, parse_frame
+from .mpirun import assemble_mpirun_exits
 from .multiline import carry_time, mark_tracebacks
-from .reader import ReadStats, iter_batches, iter_chunks
+from .reader import iter_batches, iter_chunks
+from .results import FileResult, table_rows
+from .sources import Source, read_head, sniff
+from .torchelastic import assemble_child_failed, mark_child_failed
+from .whole_files import WHOLE_FILE_PARSERS
 
 EVENT_COLUMNS = ("file", "line", "host", "pid", "rank", "local_rank", "source", "kind", "level",
                  "ts", "ts_precision", "ts_inferred", "text")
@@ -28,38 +29,6 @@ UNPARSED = "other"           # the kind of a line no format recognised
 WHOLE_FILE_MAX = 256 << 20   # bytes a whole-file parser may read
 GROUP_LINES = 200_000        # lines parsed in one engine pass
 HAND_OVER_ROWS = 500_000     # rows a group holds before it hands them over (parse_sources)
-
-
-@dataclass
-class FileResult:
-    path: str
-    tables: dict[str, list[pa.Table]] = field(default_factory=dict)
-    stats: ReadStats = field(default_factory=ReadStats)
-    unparsed: int = 0
-    skimmed: int = 0             # bulk lines counted, not typed (outside the window, see bulk.py)
-    kinds: set = field(default_factory=set)
-    skip_reason: str | None = None
-    hints: dict = field(default_factory=dict)
-    mtime: float | None = None
-
-    def add(self, name: str, table: pa.Table) -> None:
-        if table.num_rows:
-            self.tables.setdefault(name, []).append(conform(name, table))
-
-
-@dataclass(frozen=True)
-class WholeFileParser:
-    name: str
-    claims: Callable[[str, bytes], bool]                 # (path, first bytes) -> is it mine?
-    parse: Callable[[bytes, "FileResult"], None]         # fills result.tables / stats
-
-
-WHOLE_FILE_PARSERS: list[WholeFileParser] = []
-
-
-def register(parser: WholeFileParser) -> WholeFileParser:
-    WHOLE_FILE_PARSERS.append(parser)
-    return parser
 
 
 class Sink:
@@ -81,7 +50,7 @@ class Sink:
         if rows.is_empty():
             return
         if not self.per_file:
-            self.tables.setdefault(name, []).append(conform(name, rows.to_arrow()))
+            self.tables.setdefault(name, []).append(table_rows(name, rows.to_arrow()))
             self.rows += rows.height
             return
         for (path,), part in rows.partition_by("file", as_dict=True).items():
@@ -102,8 +71,6 @@ def _rows_for_tables(df: pl.DataFrame, emitted: list, sink: Sink) -> None:
 
 def _parse_lines(parts: list, sink: Sink, window: int | None) -> None:
     """One engine pass over the lines of one or many files (the bulk lane's lines aside)."""
-    from .torchelastic import assemble_child_failed, mark_child_failed  # it registers itself here: import late
-    from .mpirun import assemble_mpirun_exits
     frame, bulk, skimmed = take_bulk(group_frame([part[:3] for part in parts]), window, _left_out(parts))
     for path, count in skimmed.iter_rows():
         sink.results[path].skimmed += count
@@ -239,6 +206,3 @@ def parse_sources(sources: Iterable[Source], per_file: bool = True, window: int 
     out.group_tables = sink.tables
     return out
 
-
-from . import flight_recorder  # noqa: E402,F401  (registers the Flight Recorder dump parser)
-from . import kubernetes, slurm, torchelastic  # noqa: E402,F401  (register sacct, scontrol, jobcomp, error.json, pod JSON parsers)

@@ -26,10 +26,10 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from correlator.discover import sniff
+from .sources import sniff
 from correlator.tables import SCHEMAS
 
-from .files import FileResult, WholeFileParser, register
+from .results import FileResult, WholeFileParser
 
 SOURCE = "flight_recorder"
 _NAME = re.compile(r"(?:^|[_.-])(?:fr|nccl_trace)(?:[_.-]|$)|trace_rank_", re.I)
@@ -404,4 +404,4 @@ def parse(data: bytes, result: FileResult) -> None:
     result.stats.lines = len(dump["entries"]) + len(status)
 
 
-register(WholeFileParser(SOURCE, claims, parse))
+DUMP = WholeFileParser(SOURCE, claims, parse)

@@ -14,8 +14,7 @@ import re
 import polars as pl
 
 from .engine import clean
-from .files import FileResult, WholeFileParser, register
-from . import slurm  # module, not names: files.py imports these modules while slurm may be half-loaded
+from .results import FileResult, WholeFileParser, add_line_events, file_lines
 
 _POD_KIND = re.compile(rb'"kind"\s*:\s*"(?:Pod|PodList|List)"')
 _REASONS = {"OOMKilled": "oom_killed", "Error": "error", "Completed": "completed",
@@ -61,8 +60,8 @@ def _terminations(pod: dict, lines: list[str]) -> list[dict]:
 
 def parse_pod_json(data: bytes, result: FileResult) -> None:
     doc = json.loads(data.decode("utf-8", errors="replace"))
-    lines = slurm.file_lines(data, result)
-    slurm.add_line_events(result, lines, "k8s_pod_json", "k8s")
+    lines = file_lines(data, result)
+    add_line_events(result, lines, "k8s_pod_json", "k8s")
     pods = doc.get("items", []) if doc.get("kind") != "Pod" else [doc]
     texts = lines["text"].to_list()
     rows = [r for pod in pods if isinstance(pod, dict) and pod.get("kind", "Pod") == "Pod" for r in _terminations(pod, texts)]
@@ -76,4 +75,4 @@ def parse_pod_json(data: bytes, result: FileResult) -> None:
     result.add("exits", table.to_arrow())
 
 
-POD_JSON = register(WholeFileParser("k8s_pod_json", _claims_pod_json, parse_pod_json))
+POD_JSON = WholeFileParser("k8s_pod_json", _claims_pod_json, parse_pod_json)

@@ -1,5 +1,5 @@
-"""SLURM beyond single lines: srun's task ranges, and the accounting files that are records, not
-log lines (`sacct --parsable2`, `scontrol show job`, jobcomp/filetxt).
+"""SLURM's accounting files, which are records, not log lines (`sacct --parsable2`,
+`scontrol show job`, jobcomp/filetxt); srun's task ranges are srun.py's.
 
 Line formats are data in formats/slurm.toml. The whole-file parsers here turn each job or step
 record into an `exits` row (job state, `ExitCode` = exit:signal, end time) and still put every
@@ -11,67 +11,10 @@ from __future__ import annotations
 import re
 
 import polars as pl
-import pyarrow as pa
 
-from .engine import clean
-from .files import FileResult, WholeFileParser, register
+from .results import FileResult, WholeFileParser, add_line_events, file_lines
 
 SLURM_TIME = "%Y-%m-%dT%H:%M:%S"
-_TASK_RANGE = r"tasks? ([\d,\-\[\]]+):"
-
-
-# ---- srun task ranges ----------------------------------------------------------------------------
-
-def _task_ids(ranges: pl.Expr) -> pl.Expr:
-    """`0,2-3` -> [0, 2, 3] (srun's task list; brackets appear when it is a hostlist-style set)."""
-    parts = ranges.str.strip_chars("[]").str.split(",")
-    return parts.list.eval(pl.int_ranges(
-        pl.element().str.extract(r"^\[?(\d+)", 1).str.to_integer(strict=False),
-        pl.coalesce(pl.element().str.extract(r"-(\d+)", 1), pl.element().str.extract(r"^\[?(\d+)", 1))
-        .str.to_integer(strict=False) + 1,
-    )).list.eval(pl.element().explode())
-
-
-def expand_task_ranges(table: pa.Table) -> pa.Table:
-    """One `exits` row per task for srun's `task(s) 0,2-3: ...` rows (`task` = the GLOBAL task id).
-
-    Also clears `rank` on SLURM step events (slurmstepd, slurmctld rows): a banner reaches the job
-    output through task 0's stream, so the label's rank there is not the rank the event is about.
-    Call on the `exits` table of a job (any mix of sources); other rows pass through unchanged.
-    """
-    df = pl.from_arrow(table)
-    if df.is_empty():
-        return table
-    srun = ((pl.col("source") == "srun") & pl.col("task").is_null()).fill_null(False)
-    expanded = df.filter(srun).with_columns(
-        task=_task_ids(pl.col("text").str.extract(_TASK_RANGE, 1))).explode("task")
-    step_event = pl.col("source").is_in(["slurmstepd", "slurmctld"]).fill_null(False)
-    rest = df.filter(~srun).with_columns(
-        rank=pl.when(step_event).then(pl.lit(None, pl.Int64)).otherwise(pl.col("rank")))
-    out = pl.concat([rest, expanded.select(df.columns)]).sort("file", "line", "task", nulls_last=True)
-    return out.to_arrow().cast(table.schema)
-
-
-# ---- whole files ---------------------------------------------------------------------------------
-
-def file_lines(data: bytes, result: FileResult) -> pl.DataFrame:
-    """The file's lines (line, text) with control characters removed; fills the read stats."""
-    text = data.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    result.stats.bytes, result.stats.lines = len(data), len(lines)
-    return pl.DataFrame({"text": pl.Series(lines, dtype=pl.String)}).with_columns(
-        line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64), text=clean(pl.col("text")))
-
-
-def add_line_events(result: FileResult, lines: pl.DataFrame, kind: str, source: str) -> None:
-    """Every line of a whole-file format into `events`, so what the parser skips is still there."""
-    hints = result.hints
-    result.add("events", lines.select(
-        file=pl.lit(result.path), line="line", host=pl.lit(hints.get("host"), pl.String),
-        rank=pl.lit(hints.get("rank"), pl.Int64), local_rank=pl.lit(hints.get("local_rank"), pl.Int64),
-        source=pl.lit(source), kind=pl.lit(kind), text="text").to_arrow())
 
 
 def _slurm_time(col: pl.Expr) -> pl.Expr:
@@ -161,6 +104,6 @@ def parse_jobcomp(data: bytes, result: FileResult) -> None:
     _add_records(result, _kv_records(lines, pl.col("text").str.starts_with("JobId=")), "jobcomp")
 
 
-SACCT = register(WholeFileParser("sacct", _claims_sacct, parse_sacct))
-SCONTROL = register(WholeFileParser("scontrol_job", _claims_scontrol, parse_scontrol))
-JOBCOMP = register(WholeFileParser("jobcomp", _claims_jobcomp, parse_jobcomp))
+SACCT = WholeFileParser("sacct", _claims_sacct, parse_sacct)
+SCONTROL = WholeFileParser("scontrol_job", _claims_scontrol, parse_scontrol)
+JOBCOMP = WholeFileParser("jobcomp", _claims_jobcomp, parse_jobcomp)

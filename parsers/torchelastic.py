@@ -17,8 +17,7 @@ import pyarrow as pa
 from correlator.tables import conform, empty
 
 from .engine import clean
-from .files import FileResult, WholeFileParser, register
-from . import slurm  # module, not names: files.py imports these modules while slurm may be half-loaded
+from .results import FileResult, WholeFileParser, add_line_events, file_lines
 from .spec import by_name
 
 CFE_KIND = "torchelastic_summary"                 # a line of the table's own layout
@@ -131,8 +130,8 @@ def parse_error_json(data: bytes, result: FileResult) -> None:
     extra = message.get("extraInfo") or {}
     stamp = str(extra.get("timestamp") or "")
     code = message.get("errorCode")
-    lines = slurm.file_lines(data, result)
-    slurm.add_line_events(result, lines, "torchelastic_error_file", "torchelastic")
+    lines = file_lines(data, result)
+    add_line_events(result, lines, "torchelastic_error_file", "torchelastic")
     hints = result.hints
     row = pl.DataFrame({
         "file": [result.path], "line": [1], "host": [hints.get("host")], "rank": [hints.get("rank")],
@@ -144,4 +143,4 @@ def parse_error_json(data: bytes, result: FileResult) -> None:
     result.add("exits", row.to_arrow())
 
 
-ERROR_JSON = register(WholeFileParser("torchelastic_error_file", _claims_error_json, parse_error_json))
+ERROR_JSON = WholeFileParser("torchelastic_error_file", _claims_error_json, parse_error_json)

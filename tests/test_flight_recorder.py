@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 
 from correlator.discover import discover
-from correlator.parsers.files import FileResult, parse_sources
+from correlator.parsers.files import parse_sources
+from correlator.parsers.results import FileResult
 from correlator.parsers.flight_recorder import MAX_ENTRIES, claims, load_dump, normalise_op
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fr"

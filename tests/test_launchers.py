@@ -14,7 +14,7 @@ import pytest
 
 from correlator.discover import discover
 from correlator.tables import SCHEMAS, conform
-from correlator.parsers import kubernetes, slurm, torchelastic  # noqa: F401  (registers the whole-file parsers)
+from correlator.parsers import srun, torchelastic
 from correlator.parsers.files import parse_sources
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -131,7 +131,7 @@ def _rows(df: pl.DataFrame, *cols: str) -> list[tuple]:
 
 def test_srun_task_exits_expand_to_one_row_per_global_task(job):
     exits, _ = job
-    out = pl.from_arrow(slurm.expand_task_ranges(exits["slurm-14.out"].to_arrow().cast(SCHEMAS["exits"])))
+    out = pl.from_arrow(srun.expand_task_ranges(exits["slurm-14.out"].to_arrow().cast(SCHEMAS["exits"])))
     tasks = out.filter(pl.col("source") == "srun").sort("line", "task")
     assert _rows(tasks, "line", "host", "task", "exit_code", "signal", "reason") == [
         (6, "node2", 2, 1, None, "task_exit"),
@@ -148,7 +148,7 @@ def test_srun_task_exits_expand_to_one_row_per_global_task(job):
 def test_task_ranges_with_lists_and_brackets():
     table = pl.DataFrame({"file": ["o", "o"], "line": [1, 2], "source": ["srun", "srun"],
                           "text": ["node[1-2]: tasks 0,2-3,7: Killed", "node1: tasks [4-5]: Terminated"]})
-    out = pl.from_arrow(slurm.expand_task_ranges(conform("exits", table.to_arrow())))
+    out = pl.from_arrow(srun.expand_task_ranges(conform("exits", table.to_arrow())))
     assert out["task"].to_list() == [0, 2, 3, 7, 4, 5]
 
 

@@ -12,7 +12,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from correlator.report import render
-from correlator.report.ranges import compress
+from correlator.ranges import compress
 from correlator.report.sanitize import clean
 
 FIXTURES = Path(__file__).parent / "fixtures" / "reports"
@@ -317,7 +317,7 @@ def test_unknown_format_is_an_error():
 
 
 def test_long_rank_lists_are_cut_with_a_count():
-    from correlator.report.ranges import compress
+    from correlator.ranges import compress
     assert compress([0, 1, 2, 5, 7, 8, 9, 11]) == "0-2,5,7-9,11"
     assert compress(range(0, 1000, 2), 30) == "0,2,4,6,8,10,12,14,16,18,20,22 … +488 more"
     assert compress(range(512), 3) == "0-511"          # one range is never cut

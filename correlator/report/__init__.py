@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 
-from . import html, markdown, ranges, terminal, view
+from . import html, markdown, terminal, view
 
 FORMATS = ("json", "terminal", "markdown", "html")
 
-__all__ = ["FORMATS", "ranges", "render"]
+__all__ = ["FORMATS", "render"]
 
 
 def render(report: dict, fmt: str, *, color: bool = False, max_rows: int = 20, width: int = 120) -> str:

@@ -14,7 +14,7 @@ from functools import lru_cache
 from html import escape
 
 from ..counters import printed_label
-from .ranges import compress
+from ..ranges import compress
 from .sanitize import clean_line
 from .timeline_svg import END_COLORS, LEFT, RIGHT, WIDTH, _seconds, _tick_label, _ticks, text_label, time_range
 from .view import culprit_ranks

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from html import escape
 
 from ..counters import seq_label
-from .ranges import compress
+from ..ranges import compress
 from .sanitize import clean_line
 from .view import culprit_ranks
 

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..counters import COUNTER_SOURCES, seq_label
-from .ranges import compress
+from ..ranges import compress
 from .sanitize import clean, clean_line
 
 CELL_LIMIT = 240
