@@ -3,8 +3,8 @@ that turns every user error (a bad option, a path that cannot be written) into o
 from __future__ import annotations
 
 import errno
-import json
 import os
+import shutil
 import sys
 from enum import Enum
 from pathlib import Path
@@ -13,17 +13,16 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from .report import RENDERERS, render as render_report
+
 try:  # typer >= 0.16 vendors click
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - older typer on click
     from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
 
-class ReportFormat(str, Enum):
-    terminal = "terminal"
-    json = "json"
-    markdown = "markdown"
-    html = "html"
+# The report outputs the commands offer: one per renderer (correlator/report RENDERERS).
+ReportFormat = Enum("ReportFormat", {name: name for name in RENDERERS}, type=str)
 
 
 def fail(message: str) -> typer.Exit:
@@ -117,8 +116,7 @@ def console(color: bool, file: Any = None):
 
 
 # --out picks the format from its extension when --format is not given.
-EXTENSIONS = {".json": "json", ".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown",
-              ".txt": "terminal", ".text": "terminal"}
+EXTENSIONS = {extension: r.name for r in RENDERERS.values() for extension in r.extensions}
 
 
 def format_from_out(out: Path | None, choices: dict[str, str] | None = None) -> str | None:
@@ -170,9 +168,5 @@ def report_format(format: "ReportFormat | None", out: Path | None) -> "ReportFor
 
 
 def render(report: dict, fmt: str, color: bool = False) -> str:
-    if fmt == "json":
-        return json.dumps(report, indent=2, default=str)
-    import shutil
-    from .report import render as render_report
-    kwargs = {"width": shutil.get_terminal_size((120, 40)).columns, "color": color} if fmt == "terminal" else {}
-    return render_report(report, fmt, **kwargs)
+    """The report as `fmt` (a name of RENDERERS), as wide as the terminal."""
+    return render_report(report, fmt, color=color, width=shutil.get_terminal_size((120, 40)).columns)

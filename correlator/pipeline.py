@@ -2,7 +2,6 @@
 queries -> verdict -> report. Nothing else lives here."""
 from __future__ import annotations
 
-import json
 import os
 import queue
 import shutil
@@ -302,10 +301,6 @@ def job_id_of(con: duckdb.DuckDBPyConnection, paths: list[Path]) -> str:
     if first.is_file():
         return first.name.split(".")[0] or first.name
     return first.parent.name if first.name == "logs" else first.name
-
-
-def dumps(report: dict) -> str:
-    return json.dumps(report, indent=2, default=str)
 
 
 def run_queries(con: duckdb.DuckDBPyConnection) -> None:

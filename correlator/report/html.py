@@ -50,8 +50,8 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 TIMELINE_ROWS = 200  # the folded table of every event of the report (it keeps its last 200)
 
 
-def render(view: View, report: dict, max_rows: int) -> str:
-    verdict = view.verdict
+def render(view: View) -> str:
+    report, verdict = view.report, view.verdict
     kind_color = KIND_COLORS.get(verdict.kind, FAILURE_COLOR)
     events = table_events(report)
     excerpt = Excerpts(report, view, events)

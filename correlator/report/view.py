@@ -67,6 +67,7 @@ class View:
     sections: list[Section]
     remedies: list[Remedy]
     remedies_omitted: int
+    report: dict        # what the view shows: the HTML charts draw its rows, the JSON form is it
 
 
 def build(report: dict, max_rows: int = 20) -> View:
@@ -95,6 +96,7 @@ def build(report: dict, max_rows: int = 20) -> View:
         sections=[s for s in sections if s.paragraphs or s.tables],
         remedies=remedies[:max_rows],
         remedies_omitted=max(0, len(remedies) - max_rows),
+        report=report,
     )
 
 
