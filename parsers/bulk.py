@@ -38,11 +38,12 @@ from functools import cache
 import polars as pl
 import pyarrow as pa
 
-from .engine import FRAME_COLUMNS, _values, clean, parse_frame, share_decisions
+from .engine import FRAME_COLUMNS, _values, parse_frame, share_decisions
 from .multiline import stream_key
 from .records import maybe_touched, maybe_touched_bytes, touched
 from .reader import ReadStats, split_lines
 from .spec import FormatSpec, registry
+from .text import clean
 
 _CANDIDATE, _AT, _PREFIX, _TOKENS = "_candidate", "_at", "_prefix", "_tokens"
 _PROBE_MESSAGE = "-"  # a probe line's message (the engine reads its head only; see _probe_text)

@@ -19,12 +19,7 @@ import pyarrow as pa
 from .multiline import join_partial_records
 from .records import CONTINUATION, split_records
 from .spec import LINE_COLUMNS, FormatSpec, by_layer
-
-# ANSI CSI / OSC / two-byte escapes, then every other C0 control (tab kept) and DEL, C1 controls.
-_CONTROL = (
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?"
-    r"|[\x00-\x08\x0a-\x1f\x7f\x{80}-\x{9f}]"
-)
+from .text import clean
 
 # How each timestamp format is read; see parse_ts.
 TS_PRECISION = {"c10": "s", "torchlog": "ms", "iso": "ms", "iso_s": "s", "rfc3339": "us", "epoch": "s", "ctime": "s",
@@ -49,11 +44,6 @@ class FileContext:
             return FileContext(path, **hints)
         t = datetime.fromtimestamp(mtime, tz=timezone.utc)
         return FileContext(path, year=t.year, ref_mmdd=t.month * 100 + t.day, **hints)
-
-
-def clean(text: pl.Expr) -> pl.Expr:
-    """Drop terminal escapes and control characters: log text must not drive a terminal."""
-    return text.str.replace_all(_CONTROL, "")
 
 
 def parse_ts(raw: pl.Expr, fmt: str) -> pl.Expr:

@@ -26,10 +26,10 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from .sources import sniff
 from correlator.tables import SCHEMAS
 
 from .results import FileResult, WholeFileParser
+from .sources import sniff
 
 SOURCE = "flight_recorder"
 _NAME = re.compile(r"(?:^|[_.-])(?:fr|nccl_trace)(?:[_.-]|$)|trace_rank_", re.I)

@@ -13,7 +13,7 @@ import re
 
 import polars as pl
 
-from .engine import clean
+from .text import clean
 from .results import FileResult, WholeFileParser, add_line_events, file_lines
 
 _POD_KIND = re.compile(rb'"kind"\s*:\s*"(?:Pod|PodList|List)"')

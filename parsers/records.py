@@ -27,6 +27,7 @@ from functools import cache
 import polars as pl
 
 from .spec import by_layer
+from .text import clean
 
 CONTINUATION = "line_piece"   # the kind of a piece of a record cited whole at its last piece
 _SEP = "\x00"                        # never in a line: control characters are removed later anyway
@@ -211,7 +212,6 @@ def _split_body(pieces: pl.DataFrame, cut: pl.Expr, where: pl.Expr) -> pl.DataFr
     body = pl.col("text").str.slice(pl.col("_tag").str.len_chars())
     pieces = pieces.with_columns(_parts=pl.when(where & ~pl.col("_cont")).then(cut).otherwise(pl.concat_list(body)))
     rows = pieces.explode("_parts").with_columns(_sub=pl.int_range(pl.len()).over("_r", "_k"))
-    from .engine import clean
     blank = clean(pl.col("_parts")).str.strip_chars() == ""
     rows = rows.with_columns(_blank=blank).with_columns(
         _keep=~pl.col("_blank") | (pl.col("_blank").all().over("_r", "_k") & (pl.col("_sub") == 0)))

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from correlator.tables import conform
 
-from .engine import clean
+from .text import clean
 from .reader import ReadStats
 from .srun import expand_task_ranges
 

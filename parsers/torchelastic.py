@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from correlator.tables import conform, empty
 
-from .engine import clean
+from .text import clean
 from .results import FileResult, WholeFileParser, add_line_events, file_lines
 from .spec import by_name
 
