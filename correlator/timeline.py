@@ -51,9 +51,11 @@ def select(con: duckdb.DuckDBPyConnection, query: TimelineQuery) -> tuple[list[R
         params += [_centre(query.around), micros, _centre(query.around), micros]
     matched = f"from timeline_events where {' and '.join(where)}"
     limit = f" limit {int(query.limit)}" if query.limit else ""
+    # A total order, as the report's timeline has: the queries run on every core, so rows that tie
+    # on time, file and line (the pieces of one line) would otherwise come in any order.
     try:
         rows = con.execute(f"select aligned_ts, rank, host, kind, file, line, text {matched} "
-                           f"order by aligned_ts, file, line{limit}", params).fetchall()
+                           f"order by aligned_ts, file, line, kind, text{limit}", params).fetchall()
         total = con.execute(f"select count(*) {matched}", params).fetchone()[0]
     except Exception as e:  # duckdb's conversion error for a malformed --around
         raise ValueError(f"bad --around value {query.around!r}: give an ISO time such as 2026-11-29T22:52:51") from e

@@ -54,6 +54,9 @@ class FormatSpec:
     types: dict = field(default_factory=dict)
     const: dict = field(default_factory=dict)   # constant columns of the rows this spec emits
     table: str | None = None        # table that receives one row per matched line
+    # captured fields no column of `table` receives (their value stays in the line's text): named,
+    # so that a field that lands nowhere is a decision, not a typo (tests/test_formats.py)
+    dropped: tuple = ()
     headers: tuple = ()             # message specs: only lines under these header specs
     ts_format: str | None = None    # header/wrapper specs: how to read `ts_raw` / `wrap_ts`
     maps: dict = field(default_factory=dict)    # field -> {raw value: value}, e.g. severity letters
@@ -80,6 +83,7 @@ def _spec(entry: dict, source: str, file: str) -> FormatSpec:
     entry.setdefault("source", source)
     entry["headers"] = tuple(entry.get("headers", ()))
     entry["skim"] = tuple(entry.get("skim", ()))
+    entry["dropped"] = tuple(entry.get("dropped", ()))
     spec = FormatSpec(file=file, samples=samples, **entry)
     _check(spec)
     return spec
@@ -110,15 +114,22 @@ def _check(spec: FormatSpec) -> None:
                          "bulk.after/keep_last_by/window_after/window_chars/process_chars")
     if spec.skim and not (spec.layer == "message" and spec.table):
         raise ValueError(f"{where}: only a message with a table has `skim` words")
+    if not set(spec.dropped) <= set(spec.fields):
+        raise ValueError(f"{where}: `dropped` names fields it does not capture: {set(spec.dropped) - set(spec.fields)}")
     if not spec.samples:
         raise ValueError(f"{where}: a format declares at least one sample line")
 
 
 @cache
 def registry() -> tuple[FormatSpec, ...]:
-    """All specs by layer, then priority, then file order (files are read in name order)."""
+    """All specs of parsers/formats/, by layer, then priority, then file order."""
+    return load(FORMATS_DIR)
+
+
+def load(folder: Path) -> tuple[FormatSpec, ...]:
+    """The specs of every TOML file of `folder` (read in name order), checked together."""
     specs = []
-    for path in sorted(FORMATS_DIR.glob("*.toml")):
+    for path in sorted(folder.glob("*.toml")):
         doc = tomllib.loads(path.read_text())
         source = doc.get("source", path.stem)
         specs.extend(_spec(dict(e), source, path.name) for e in doc.get("format", []))
@@ -126,6 +137,10 @@ def registry() -> tuple[FormatSpec, ...]:
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
         raise ValueError(f"duplicate format names: {sorted(dupes)}")
+    # The bulk lane and the block skim read one format's layout (parsers/bulk.py)
+    bulk = [f"{s.file}: {s.name}" for s in specs if s.bulk]
+    if len(bulk) > 1:
+        raise ValueError(f"only one format may have `bulk`, not {', '.join(bulk)}")
     order = {s.name: i for i, s in enumerate(specs)}
     return tuple(sorted(specs, key=lambda s: (LAYERS.index(s.layer), s.priority, order[s.name])))
 
