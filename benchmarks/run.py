@@ -39,7 +39,7 @@ SCENARIOS = {s.name: s for s in (
     Scenario("coll-1g", ("--nranks", "64", "--coll-lines", "--target-mb", "1070", "--fault", "stall", "--fault-ranks", "3")),
     Scenario("coll-3g", ("--nranks", "64", "--coll-lines", "--target-mb", "3210", "--fault", "stall", "--fault-ranks", "3")),
     # One `srun -l` output file for all 16 ranks, their lines interleaved (the worst case of the
-    # window: no block of one process, see parsers/bulk.py skim_blocks).
+    # window: no block of one process, see parsers/bulk/skim.py skim_blocks).
     Scenario("srun-1g", ("--nranks", "16", "--coll-lines", "--launcher", "srun", "--target-mb", "1070", "--fault",
                          "stall", "--fault-ranks", "3")),
     Scenario("coll-5g", ("--nranks", "64", "--coll-lines", "--target-mb", "5350", "--fault", "stall", "--fault-ranks", "3")),

@@ -39,7 +39,7 @@ WINDOW_GROUP_BYTES = 128 << 20   # with a window, most lines are only counted
 GROUP_FILES = 2048
 # Of the lines that repeat (NCCL COLL lines per process and communicator, progress steps per
 # rank), `analyze` types the last ones: a rank's stream ends where it stopped, so the verdict
-# reads the end; the lines before are counted (`--full`: typed). See parsers/bulk.py.
+# reads the end; the lines before are counted (`--full`: typed). See parsers/bulk/.
 WINDOW = 2048
 
 

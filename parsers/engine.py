@@ -94,7 +94,7 @@ def _parts(spec: FormatSpec, subject: pl.Expr) -> pl.Expr:
     return subject.str.extract_groups(spec.regex)
 
 
-def _values(spec: FormatSpec, parts: pl.Expr, msg: pl.Expr | None = None) -> dict[str, pl.Expr]:
+def typed_values(spec: FormatSpec, parts: pl.Expr, msg: pl.Expr | None = None) -> dict[str, pl.Expr]:
     """{field: typed value} read from the pieces `_parts` made (`msg`: read apart, see _head)."""
     if spec.split is not None:
         raw = {f: parts.list.get(i, null_on_oob=True) for f, i in spec.positions.items()}
@@ -124,7 +124,7 @@ def _values(spec: FormatSpec, parts: pl.Expr, msg: pl.Expr | None = None) -> dic
 def _fields(spec: FormatSpec, text: pl.Expr, candidate: pl.Expr) -> tuple[pl.Expr, dict[str, pl.Expr]]:
     """(matched, {field: typed value}) for `spec` on the candidate rows of `text`, as expressions."""
     matched = candidate & text.str.contains(spec.regex)
-    return matched, _values(spec, _parts(spec, pl.when(matched).then(text)))
+    return matched, typed_values(spec, _parts(spec, pl.when(matched).then(text)))
 
 
 def _candidates(spec: FormatSpec, text: pl.Expr, free: pl.Expr) -> pl.Expr:
@@ -175,8 +175,8 @@ def _read_fields(df: pl.DataFrame, spec: FormatSpec, subject: pl.Expr) -> tuple[
     head = _head(spec)
     if head:
         df = df.with_columns(subject.str.extract_groups(head).alias(_PARTS), subject.str.replace(head, "").alias(_MSG))
-        return df, _values(spec, pl.col(_PARTS), msg=pl.col(_MSG))
-    return df.with_columns(_parts(spec, subject).alias(_PARTS)), _values(spec, pl.col(_PARTS))
+        return df, typed_values(spec, pl.col(_PARTS), msg=pl.col(_MSG))
+    return df.with_columns(_parts(spec, subject).alias(_PARTS)), typed_values(spec, pl.col(_PARTS))
 
 
 def _line_updates(spec: FormatSpec, layer: str, values: dict[str, pl.Expr], matched: pl.Expr | None) -> dict[str, pl.Expr]:
@@ -311,7 +311,7 @@ def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSp
         pending = None
         if spec.fields:
             hits = hits.with_columns(_parts(spec, pl.col("text")).alias(_PARTS))
-        rows = hits.select("idx", **_values(spec, pl.col(_PARTS)))
+        rows = hits.select("idx", **typed_values(spec, pl.col(_PARTS)))
         idx = rows["idx"]  # idx is the row's position in df
         kind.scatter(idx, spec.name)
         source.scatter(idx.filter(source.gather(idx).is_null()), spec.source)
@@ -326,7 +326,7 @@ FRAME_COLUMNS = ("text", "line", "file", "hint_host", "hint_rank", "hint_local_r
 def group_frame(parts: list[tuple[pa.Array, int | pl.Series, FileContext]]) -> pl.DataFrame:
     """One parse_frame input for the batches of many files, built in one go: a frame per small
     file costs more than parsing it. A part's lines are numbered from its first line on, or by
-    an array of line numbers (a batch the bulk lane has thinned, parsers/bulk.py)."""
+    an array of line numbers (a batch the bulk lane has thinned, parsers/bulk/)."""
     sizes = [len(lines) for lines, _, _ in parts]
     contexts = pl.DataFrame({
         "file": [c.path for _, _, c in parts], "hint_host": [c.host for _, _, c in parts],

@@ -173,7 +173,7 @@ def parse_sources(sources: Iterable[Source], per_file: bool = True, window: int 
     paid once per group, not once per file), a large one is streamed in batches.
     With per_file=False the line-derived rows of the whole group are on `.group_tables` of the
     returned list instead of on each result. With a `window`, lines that repeat (NCCL COLL lines,
-    progress steps) are typed only for the last `window` of their key (parsers/bulk.py).
+    progress steps) are typed only for the last `window` of their key (parsers/bulk/).
     With `max_lines`, no more files are taken from `sources` once that many lines were typed.
     With `hand_over` (per_file=False), the group's rows go to it whenever HAND_OVER_ROWS are held:
     a group of one huge file does not hold all its rows until its end.

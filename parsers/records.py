@@ -83,7 +83,7 @@ def maybe_touched(text: pl.Expr) -> pl.Expr:
 
 
 def maybe_touched_bytes(data: bytes, start: int, end: int, lines: int, head: bytes) -> bool:
-    """The same for a block of raw bytes of `lines` lines that all start with `head` (parsers/bulk.py
+    """The same for a block of raw bytes of `lines` lines that all start with `head` (parsers/bulk/
     skim_blocks): a carriage return, a bar's `%|` (single-byte searches first: they are the fast
     ones), or, where the head is a launcher's tag, that tag's literal more than once a line (only
     a line that starts with a tag is cut at the next one)."""

@@ -28,7 +28,7 @@ class FileResult:
     tables: dict[str, list[pa.Table]] = field(default_factory=dict)
     stats: ReadStats = field(default_factory=ReadStats)
     unparsed: int = 0
-    skimmed: int = 0             # bulk lines counted, not typed (outside the window, see bulk.py)
+    skimmed: int = 0             # bulk lines counted, not typed (outside the window, see parsers/bulk/)
     kinds: set = field(default_factory=set)
     skip_reason: str | None = None
     hints: dict = field(default_factory=dict)

@@ -67,8 +67,8 @@ class FormatSpec:
     midline: str | None = None      # wrappers: the tag as it recurs inside a line (parsers/records.py)
     in_files_with: str | None = None  # messages: only in files with a line containing this text
     priority: int = 100             # lower is tried first; ties keep file order
-    bulk: dict = field(default_factory=dict)    # messages: the bulk lane (parsers/bulk.py), see _check
-    skim: tuple = ()                # messages: words a number follows in a repeated line (bulk.skim_blocks)
+    bulk: dict = field(default_factory=dict)    # messages: the bulk lane (parsers/bulk/), see _check
+    skim: tuple = ()                # messages: words a number follows in a repeated line (parsers/bulk/skim.py)
     samples: tuple = ()
 
     @property
@@ -137,7 +137,7 @@ def load(folder: Path) -> tuple[FormatSpec, ...]:
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
         raise ValueError(f"duplicate format names: {sorted(dupes)}")
-    # The bulk lane and the block skim read one format's layout (parsers/bulk.py)
+    # The bulk lane and the block skim read one format's layout (parsers/bulk/)
     bulk = [f"{s.file}: {s.name}" for s in specs if s.bulk]
     if len(bulk) > 1:
         raise ValueError(f"only one format may have `bulk`, not {', '.join(bulk)}")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import correlator.parsers.bulk
+
+import correlator.parsers.bulk.skim
 from correlator.pipeline import analyze
 from correlator.synth import JobSpec, generate_job
 
@@ -134,8 +135,8 @@ def test_a_window_of_repeated_lines_gives_the_verdict_of_every_line(spec, tmp_pa
     the other lines are counted. (All 16 generated NCCL jobs were checked so once; one per fault
     keeps this fast.)"""
     generate_job(tmp_path, spec)
-    monkeypatch.setattr(correlator.parsers.bulk, "SKIM_BLOCK", 2048)
-    monkeypatch.setattr(correlator.parsers.bulk, "MIN_BLOCK", 512)
+    monkeypatch.setattr(correlator.parsers.bulk.skim, "SKIM_BLOCK", 2048)
+    monkeypatch.setattr(correlator.parsers.bulk.skim, "MIN_BLOCK", 512)
     windowed = analyze(tmp_path / "logs", window=4).report
     full = analyze(tmp_path / "logs", window=None).report
     for key in ("verdict", "first_stalled", "divergence"):

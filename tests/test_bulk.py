@@ -1,4 +1,4 @@
-"""The bulk lane (parsers/bulk.py) changes speed, never results: every collectives row, time and
+"""The bulk lane (parsers/bulk/) changes speed, never results: every collectives row, time and
 identity equals what the general engine gives for the same lines, and what it refuses goes the
 general way."""
 from __future__ import annotations
@@ -9,7 +9,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-import correlator.parsers.bulk
+import correlator.parsers.bulk.probes
+
+import correlator.parsers.bulk.skim
 import correlator.parsers.files
 from correlator.discover import discover
 from correlator.synth import JobSpec, generate_job
@@ -38,7 +40,7 @@ HOSTILE_LINES = [
 
 def _parse(root: Path, bulk: bool, monkeypatch) -> dict[str, pl.DataFrame]:
     if not bulk:
-        monkeypatch.setattr(correlator.parsers.bulk, "bulk_specs", lambda: ())
+        monkeypatch.setattr(correlator.parsers.bulk.probes, "bulk_specs", lambda: ())
     sources, _ = discover(root)
     results = parse_sources(sources, per_file=False)
     monkeypatch.undo()
@@ -118,7 +120,7 @@ def test_no_window_types_every_line(tmp_path):
 
 
 def test_a_window_over_many_batches_keeps_what_one_batch_keeps(tmp_path, monkeypatch):
-    """Lines outside the window are left out as each batch is read (parsers/bulk.py window_batch):
+    """Lines outside the window are left out as each batch is read (parsers/bulk/window.py window_batch):
     a file read in many small batches gives the rows and counts of one read in one batch."""
     comms = ["0x55d6aacc52a0", "0x55d6aacc52a1"]
     lines = ["node1:30162:30162 [0] NCCL INFO " + COLL.format(seq=s).replace(comms[0], comms[s % 7 == 0])
@@ -163,9 +165,9 @@ STEP = "2026-11-29 21:22:{:02},484 INFO [rank 1] step {}/900 loss 0.5"
 
 
 def _skim(data: bytes, window: int, monkeypatch) -> tuple[list, dict]:
-    monkeypatch.setattr(correlator.parsers.bulk, "SKIM_BLOCK", 400)
-    monkeypatch.setattr(correlator.parsers.bulk, "MIN_BLOCK", 100)
-    return correlator.parsers.bulk.skim_blocks(data, window)
+    monkeypatch.setattr(correlator.parsers.bulk.skim, "SKIM_BLOCK", 400)
+    monkeypatch.setattr(correlator.parsers.bulk.skim, "MIN_BLOCK", 100)
+    return correlator.parsers.bulk.skim.skim_blocks(data, window)
 
 
 def test_blocks_of_coll_lines_are_counted_without_being_read(monkeypatch):
@@ -205,8 +207,8 @@ def test_progress_steps_left_out_keep_the_last_ones_and_the_time_the_lines_after
     lines = [STEP.format(s % 60, s) for s in range(300)]
     lines += ["node1:30162:30162 [0] NCCL INFO " + COLL.format(seq=s) for s in range(3)]
     (tmp_path / "rank1.log").write_text("\n".join(lines) + "\n")
-    monkeypatch.setattr(correlator.parsers.bulk, "SKIM_BLOCK", 400)
-    monkeypatch.setattr(correlator.parsers.bulk, "MIN_BLOCK", 100)
+    monkeypatch.setattr(correlator.parsers.bulk.skim, "SKIM_BLOCK", 400)
+    monkeypatch.setattr(correlator.parsers.bulk.skim, "MIN_BLOCK", 100)
     results = parse_sources(discover(tmp_path)[0], per_file=False, window=5)
     steps = pl.concat([pl.from_arrow(t) for t in results.group_tables["progress"]])
     coll = pl.concat([pl.from_arrow(t) for t in results.group_tables["collectives"]])
@@ -222,8 +224,8 @@ def test_steps_before_a_traceback_at_the_end_count_toward_the_window(monkeypatch
     frames = [f'  File "train.py", line {n}, in step' for n in range(30)]
     lines = [STEP.format(s % 60, s) for s in range(400)] + ["Traceback (most recent call last):"] + frames
     data = ("\n".join(lines) + "\n").encode()
-    monkeypatch.setattr(correlator.parsers.bulk, "SKIM_BLOCK", 4000)
-    monkeypatch.setattr(correlator.parsers.bulk, "MIN_BLOCK", 200)
-    kept, skipped = correlator.parsers.bulk.skim_blocks(data, 10)
+    monkeypatch.setattr(correlator.parsers.bulk.skim, "SKIM_BLOCK", 4000)
+    monkeypatch.setattr(correlator.parsers.bulk.skim, "MIN_BLOCK", 200)
+    kept, skipped = correlator.parsers.bulk.skim.skim_blocks(data, 10)
     steps_read = sum(count for *_, count in kept) - len(frames) - 1
     assert sum(skipped.values()) + steps_read == 400 and steps_read <= 20

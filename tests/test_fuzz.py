@@ -97,14 +97,16 @@ def coll_like_line(draw) -> str:
 def test_bulk_lane_and_engine_agree_on_any_coll_lines(lines):
     from unittest import mock
 
-    import correlator.parsers.bulk
+    import correlator.parsers.bulk.probes
+
+    import correlator.parsers.bulk.skim
 
     def collectives(bulk: bool) -> pl.DataFrame:
         with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(tmp, "rank1.log"), "w", encoding="utf-8", errors="surrogatepass") as f:
                 f.write("\n".join(lines) + "\n")
             sources, _ = discover(tmp)
-            with mock.patch.object(correlator.parsers.bulk, "bulk_specs", correlator.parsers.bulk.bulk_specs if bulk else lambda: ()):
+            with mock.patch.object(correlator.parsers.bulk.probes, "bulk_specs", correlator.parsers.bulk.probes.bulk_specs if bulk else lambda: ()):
                 parts = parse_sources(sources, per_file=False).group_tables.get("collectives", [])
         df = pl.concat([pl.from_arrow(t) for t in parts]) if parts else pl.DataFrame()
         return df.sort(df.columns, nulls_last=True) if df.height else df
@@ -170,19 +172,21 @@ def runs_of_lines(draw) -> list[str]:
 @given(runs_of_lines(), st.integers(1, 6))
 def test_skimmed_blocks_leave_out_only_lines_the_window_leaves_out(lines, window):
     """Blocks that byte counts prove to be repeated lines are never split into lines
-    (parsers/bulk.py skim_blocks): the COLL rows and every other line's event are those of reading
+    (parsers/bulk/skim.py skim_blocks): the COLL rows and every other line's event are those of reading
     every block; of progress steps, only earlier ones are left out, the last `window` of each rank
     are typed, and every line left out is counted."""
     from unittest import mock
 
-    import correlator.parsers.bulk
+    import correlator.parsers.bulk.probes
+
+    import correlator.parsers.bulk.skim
 
     def parse(skim: bool) -> tuple[dict[str, pl.DataFrame], int, int]:
         with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(tmp, "rank1.log"), "w", encoding="utf-8", errors="surrogatepass") as f:
                 f.write("\n".join(lines) + "\n")
-            with mock.patch.multiple(correlator.parsers.bulk, SKIM_BLOCK=300, MIN_BLOCK=100), \
-                    mock.patch.object(correlator.parsers.bulk, "skim_blocks", correlator.parsers.bulk.skim_blocks if skim else lambda *_: ([], {})):
+            with mock.patch.multiple(correlator.parsers.bulk.skim, SKIM_BLOCK=300, MIN_BLOCK=100), \
+                    mock.patch.object(correlator.parsers.bulk.skim, "skim_blocks", correlator.parsers.bulk.skim.skim_blocks if skim else lambda *_: ([], {})):
                 results = parse_sources(discover(tmp)[0], per_file=False, window=window)
         tables = {name: pl.concat([pl.from_arrow(t) for t in parts]) for name, parts in results.group_tables.items()}
         return tables, results[0].skimmed, results[0].stats.lines
