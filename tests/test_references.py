@@ -190,3 +190,51 @@ def test_every_remedy_is_for_a_rule_or_a_kind():
 def test_rule_names_are_unique():
     names = [r.name for r in rules()]
     assert len(names) == len(set(names))
+
+
+# --- the order of the queries -----------------------------------------------------------------
+
+_CREATES = re.compile(r"\bcreate\s+(?:or\s+replace\s+)?(?:temp(?:orary)?\s+)?(?:table|view|macro)\s+(?:if\s+not\s+exists\s+)?(\w+)", re.I)
+_READS = re.compile(r"\b(?:from|join)\s+(\w+)\b(?!\s*\()", re.I)
+_CTES = re.compile(r"(?:\bwith\s+(?:recursive\s+)?|,\s*)(\w+)\s+as\s+(?:materialized\s+)?\(", re.I)
+# Names a query reads that no query creates: DuckDB's own, and the columns `unnest(...)` reads as a table.
+_NOT_TABLES = {"unnest", "range", "generate_series", "values", "information_schema", "duckdb_tables", "duckdb_views"}
+
+
+def _sql(name: str, params: dict) -> str:
+    sql = re.sub(r"--[^\n]*", "", queries.text(name))
+    sql = re.sub(r"'(?:[^']|'')*'", "''", sql)   # no table names inside string literals
+    sql = re.sub(r"\bdistinct\s+from\b", "", sql, flags=re.I)   # `is [not] distinct from`: a comparison
+    for key, value in params.items():
+        sql = sql.replace("{" + key + "}", value)
+    return sql
+
+
+def _stages_with_fr_none():
+    """queries.STAGES as run_all runs it on a job without Flight Recorder dumps."""
+    for name, params in queries.STAGES:
+        if name == "fr_findings":
+            yield "fr_none", {}
+        if name not in queries.FR_STAGES:
+            yield name, params
+
+
+@pytest.mark.parametrize("stages", [queries.STAGES, tuple(_stages_with_fr_none())], ids=["with_fr", "without_fr"])
+def test_every_stage_reads_only_the_parsed_tables_or_what_an_earlier_stage_created(stages):
+    """A stage moved before the stage that creates what it reads is a test failure, not a
+    CatalogException on the jobs that take that path."""
+    created = set(SCHEMAS)
+    late = {}
+    for name, params in stages:
+        sql = _sql(name, params)
+        own = set(_CREATES.findall(sql)) | set(_CTES.findall(sql))
+        missing = {t for t in _READS.findall(sql) if t not in created | own | _NOT_TABLES and not t.startswith("_")}
+        if missing:
+            late[name] = sorted(missing)
+        created |= set(_CREATES.findall(sql))
+    assert late == {}
+
+
+def test_every_query_file_is_run():
+    run = {name for name, _ in queries.STAGES} | {"fr_none", "evidence"}   # evidence: verdict.prepare_evidence
+    assert sorted(p.stem for p in (ROOT / "queries").glob("*.sql") if p.stem not in run) == []
