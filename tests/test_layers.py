@@ -102,3 +102,12 @@ def test_one_installed_package_and_no_top_level_parsers_or_queries():
              "print(importlib.util.find_spec('parsers'), importlib.util.find_spec('queries'))")
     out = subprocess.run([sys.executable, "-c", probe], cwd="/", capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["None", "None"]
+
+
+def test_every_package_of_the_checkout_is_installed():
+    """pyproject.toml lists its packages by name: a new subpackage missing there would be missing
+    from the wheel while every test of the checkout passes."""
+    import tomllib
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {module for module in MODULES if _is_package(module)}
+    assert packages == listed
