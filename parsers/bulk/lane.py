@@ -35,20 +35,20 @@ def take_bulk(frame: pl.DataFrame, window: int | None = None, left_out: pl.DataF
     it stands for, also those of the lines left out by the window (`left_out`: probe lines of
     thin_batch's, in FRAME_COLUMNS); both engine passes (prefixes here, the rest in the caller) keep
     that decision."""
-    taken, skimmed, weights = [], [], [] if left_out is None else [left_out.select(FRAME_COLUMNS)]
+    taken, skimmed, outside_probes = [], [], [] if left_out is None else [left_out.select(FRAME_COLUMNS)]
     for spec in probes.bulk_specs():
         frame, rows, outside = _take(frame, spec, window)
         if outside is not None:
             skimmed.append(outside.group_by("file").agg(pl.len().alias("skimmed")))
-            weights.append(probes.probes(outside, spec).select(FRAME_COLUMNS))
+            outside_probes.append(probes.probes(outside, spec).select(FRAME_COLUMNS))
         if rows is not None:
             taken.append((spec, rows))
     skimmed = pl.concat([pl.DataFrame(schema={"file": pl.String, "skimmed": pl.UInt32}), *skimmed])
     skimmed = skimmed.group_by("file").agg(pl.col("skimmed").sum())
-    if not taken and not weights:
+    if not taken and not outside_probes:
         return Taken(frame, [], skimmed)
     lane_probes = pl.concat([probes.probes(rows, spec) for spec, rows in taken]) if taken else None
-    decisions = share_decisions(pl.concat([frame.select(FRAME_COLUMNS), *weights,
+    decisions = share_decisions(pl.concat([frame.select(FRAME_COLUMNS), *outside_probes,
                                            *([] if lane_probes is None else [lane_probes.select(FRAME_COLUMNS)])]))
     accepted = []
     if lane_probes is not None:
