@@ -40,6 +40,8 @@ class Rule:
     alternative_kinds: tuple = ()
     missing_facts: tuple = ()
     evidence: str | None = None     # SQL returning (file, line) of the deciding lines, in order
+    # the cases (a sample, a corpus case) this rule decides, right: tests/test_rules_proven.py
+    proven_by: tuple = ()
 
 
 @dataclass
@@ -57,7 +59,7 @@ class Verdict:
 @cache
 def rules() -> tuple[Rule, ...]:
     doc = tomllib.loads((HERE / "rules.toml").read_text())
-    lists = ("evidence_kinds", "alternative_kinds", "missing_facts")
+    lists = ("evidence_kinds", "alternative_kinds", "missing_facts", "proven_by")
     return tuple(Rule(**{**r, **{k: tuple(r.get(k, ())) for k in lists}}) for r in doc["rule"])
 
 
@@ -121,6 +123,8 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "common_how": _one(con, "select how from common_mode limit 1"),
         "behind_call": _one(con, "select any_value(call) from left_behind"),
         "behind_site": _one(con, "select any_value(site) from left_behind"),
+        "shape_minority": _one(con, "select string_agg(distinct '[' || shape || ']', ', ') from shape_minority"),
+        "shape_majority": _one(con, "select any_value('[' || majority_shape || ']') from shape_minority"),
     }
     value = _one(con, "select any_value(value) from mismatch_minority")
     if f["what"] == "ddp_params" and value and f["norm"]:   # as DDP says it: `Rank 3 has 8 params`

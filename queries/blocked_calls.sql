@@ -91,3 +91,28 @@ select o.ra as rank, any_value(b.call) as call,
 from call_order o join blocked_calls b on b.rank = o.ra
 group by o.ra
 having bool_and(o.cmp < 0) and count(*) >= 2 and (select yes from all_waiting);
+
+-- What ranks print of the tensors they are about to hand a collective (`local embeddings
+-- torch.Size([1568, 256]), calling all_gather`, `gathering scores shape=[410]`): the line a
+-- script prints on every rank, its numbers aside, is one template; where most ranks printed one
+-- shape there last and a few another, those few issued a collective of another size.
+create or replace temp table shape_prints as
+select rank, file, line, ts,
+       regexp_extract(text, '(?:torch\.Size\(\[|\bshape[=: ]+\[?)(\d[\d, x]*)', 1) as shape,
+       regexp_replace(regexp_replace(text, '(?:torch\.Size\(\[|\bshape[=: ]+\[?)\d[\d, x]*', '<shape>'), '\d+', '#', 'g') as template
+from events
+where rank is not null and regexp_matches(text, 'torch\.Size\(\[\d|\bshape[=: ]+\[?\d');
+
+create or replace temp table shape_minority as
+with last as (
+    select * from shape_prints
+    qualify row_number() over (partition by rank, template order by ts desc nulls last, file desc, line desc) = 1
+), votes as (
+    select template, shape, count(*) as n from last group by template, shape
+), templates as (
+    select template, sum(n) as ranks, max(n) as top from votes group by template having count(*) >= 2 and sum(n) >= 3
+), majority as (
+    select v.template, v.shape from votes v join templates t using (template) where v.n = t.top and 2 * v.n > t.ranks
+)
+select l.rank, l.file, l.line, l.shape, m.shape as majority_shape
+from last l join majority m using (template) where l.shape <> m.shape;

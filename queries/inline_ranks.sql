@@ -12,6 +12,14 @@ from events
 where rank is null and (starts_with(text, '[') or starts_with(ltrim(text), 'what():'))
   and regexp_matches(text, '^(?:\s*what\(\):\s+)?\[(?:PG (?:ID )?0 (?:PG GUID [^ \]]* |\([^)]*\) )?)?[Rr]ank:? ?\d+\]');
 
+-- A script's own print that starts with its rank (`Rank 0: building model`, `... [eval] rank 2:
+-- gathering ...`): after a time, a level and bracketed tags at most, `rank N:` opens the message.
+insert into inline_rank_lines
+select file, line, cast(regexp_extract(text, '^[\d\-/:,. T]*(?:(?:INFO|WARNING|ERROR|DEBUG|\||-)\s*)*(?:\[[^\]]*\]\s*)*[Rr]ank ?(\d+)(?:/\d+)?:\s', 1) as bigint), false
+from events
+where rank is null and contains(lower(text), 'rank') and regexp_matches(text, '^[\d\-/:,. T]*(?:(?:INFO|WARNING|ERROR|DEBUG|\||-)\s*)*(?:\[[^\]]*\]\s*)*[Rr]ank ?(\d+)(?:/\d+)?:\s')
+  and (file, line) not in (select file, line from inline_rank_lines);
+
 update events e set rank = i.rank from inline_rank_lines i where e.file = i.file and e.line = i.line;
 
 -- How the report read the markers it could read two ways (job.rank_readings).

@@ -52,9 +52,11 @@ select w.rank,
        (select max(ts) from progress g where g.rank = w.rank) as last_step_at,
        (select max(ts) from rank_events e where e.rank = w.rank) as last_seen,
        x.killed_hard, x.crashed_signal, x.fatal_signal, x.terminated, x.term_at, x.exited_zero, x.exited_error, x.exit_ts,
-       -- left on its own terms: exit 0 or a clean communicator teardown
+       -- left on its own terms: exit 0, a clean communicator teardown, or its program's end
+       -- (ProcessGroupNCCL destructed at exit; with no error of its own, a clean one)
        coalesce(x.exited_zero, false)
          or exists (select 1 from events e where e.rank = w.rank and e.kind = 'nccl_destroy' and e.text ilike '%Destroy%')
+         or exists (select 1 from events e where e.rank = w.rank and e.kind = 'pg_not_destroyed')
          as left_cleanly,
        -- torchrun's failure summary lists every failed worker: a rank missing from a summary
        -- that lists (nearly) every other rank did not fail. (With several agents, each lists only

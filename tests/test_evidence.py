@@ -66,6 +66,7 @@ FIRST_LINE = {
     "tr-crash_exception-8": "torchrun/none_uiu0ly9x/attempt_0/6/stderr.log:13",
     "tr-crash_sigkill-4": "console.log:24",                                # failed (exitcode: -9) local_rank: 2
     "tr-crash_sigkill-8": "console.log:44",                                # failed (exitcode: -9) local_rank: 3
+    "tr-silent_exit-4": "console.log:24",                                  # failed (exitcode: 1) local_rank: 2, not a word of its own
     # a memory kill: the scheduler's own line
     "slurm-oom": "slurm-39.out:25",                                        # StepId=39.0 exceeded memory limit ..., being killed
     # the scheduler ended it: its step daemon's line (the one the summary quotes)

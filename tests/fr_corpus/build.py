@@ -585,6 +585,74 @@ def case_extra_collective(root):
         div("fr_seq", "0", 10, {0: "ALLREDUCE", 1: "ALLREDUCE", 2: "ALLREDUCE", 3: "ALLREDUCE"})))
 
 
+def case_two_rank_op_tie(root):
+    job = Job(2)
+    job.all(lambda p: p.coll("0", "broadcast", [(64,)], [(64,)]))          # seq 1
+    steps_allreduce(job, 4)                                                # seq 2..5
+    for p in job.procs:                                                    # seq 6
+        if p.rank == 1:
+            p.coll("0", "all_gather", [(1000,)], [(1000,)] * 2, state="started", retired=True)
+        else:
+            p.coll("0", "all_reduce", [(1000,)], [(1000,)], state="started", retired=True)
+    write_case(root, "two_rank_op_tie", job, expect(
+        "collective_mismatch", [1], "two ranks, no majority: at seq 6 rank 0 all_reduces as at seqs 2-5, rank 1 "
+        "calls all_gather, an op the group never issues at any other seq: rank 1's call is the odd one",
+        div("fr_seq", "0", 6, {0: "ALLREDUCE", 1: "ALLGATHER"})))
+
+
+def case_two_rank_swapped_order(root):
+    job = Job(2)
+
+    def step(p, swap=False, states=("completed", "completed")):
+        ops = [("all_reduce", 16), ("broadcast", 1)]
+        for (name, n), state in zip(reversed(ops) if swap else ops, states):
+            p.coll("0", name, [(n,)], [(n,)], state=state)
+
+    for _ in range(3):                                                     # seq 1..6
+        job.all(step)
+    for p in job.procs:                                                    # step 4 from seq 7
+        step(p, swap=(p.rank == 1), states=("started", "scheduled"))
+    write_case(root, "two_rank_swapped_order", job, expect(
+        "missing_collective", [1], "two ranks, each step all_reduce(16) then broadcast(1); in step 4 rank 1 "
+        "broadcasts first: at seq 7 it went from broadcast to broadcast, a step the program never takes, where "
+        "rank 0 took the usual broadcast to all_reduce. Swapped or skipped, the dumps cannot tell (low "
+        "confidence, collective_mismatch the alternative)",
+        div("fr_seq", "0", 7, {0: "ALLREDUCE", 1: "BROADCAST"})))
+
+
+def case_empty_coalescing_burns_seq(root):
+    job = Job(4)
+    steps_allreduce(job, 4)                                                # seq 1..4
+    for p in job.procs:
+        if p.rank == 2:
+            # startCoalescing bumps seqCollective_ and an empty group records nothing
+            # (ProcessGroupNCCL.cpp: "we burn a seq_ if someone ever does a 'start' and 'end'
+            # coalescing region without doing an operation inbetween")
+            p.pg("0").seq_coll += 1                                        # seq 5: no entry
+            p.coll("0", "all_reduce", [(1000,)], [(1000,)], state="started")             # seq 6
+        else:
+            p.coalesced_coll("0", [("_all_gather_base", [(n,)], [(4 * n,)]) for n in (512, 256)],
+                             "ALLGATHER_coalesced", state="started")                   # seq 5
+    write_case(root, "empty_coalescing_burns_seq", job, expect(
+        "missing_collective", [2], "ranks 0, 1, 3 started a coalesced all_gather at seq 5; rank 2's dump holds "
+        "seqs 4 and 6 but no 5 (an empty coalescing region burned the seq): it never issued the group's seq 5, "
+        "went on to its all_reduce at seq 6, and the others wait at 5",
+        div("fr_seq", "0", 5, {0: "ALLGATHER_COALESCED", 1: "ALLGATHER_COALESCED", 2: None, 3: "ALLGATHER_COALESCED"})))
+
+
+def case_p2p_size_mismatch(root):
+    job = Job(2)
+    job.all(lambda p: p.coll("0", "broadcast", [(64,)], [(64,)]))
+    pipeline_microbatches(job, 2, [0, 1])                                  # p2p seq 1..4 on each rank
+    job[0].send("0", 1, (4, 1024), state="started")                        # p2p seq 5
+    job[1].recv("0", 0, (4, 2048), state="started")                        # p2p seq 5: twice the elements
+    write_case(root, "p2p_size_mismatch", job, expect(
+        "collective_mismatch", [0, 1], "two-stage pipeline; in microbatch 3 rank 0 sends 4x1024 to rank 1, which "
+        "posts a recv of 4x2048: the pair disagrees on the size and both wait; which side is wrong the dumps "
+        "cannot say, so both are named",
+        div("fr_p2p_seq", "0", 5, {0: "SEND", 1: "RECV"})))
+
+
 REAL = {
     "gloo_real_healthy_rooted_alltoall": expect(
         "healthy", [], "real gloo capture (torch 2.13): uneven all_to_all_single (inputs 4, 8, 12, 16, outputs 10), "
@@ -602,7 +670,8 @@ CASES = [case_healthy_p2p_pipeline, case_healthy_batch_isend_irecv, case_healthy
          case_alltoall_total_mismatch, case_rank_scheduled_behind, case_rank_no_dump, case_missing_collective_shift,
          case_p2p_peer_mismatch, case_p2p_after_collective_same_counter, case_ring_buffer_eviction,
          case_multi_pg_subgroup, case_torchcomms_json, case_nccl2_p2p_stalled, case_all_timed_out,
-         case_extra_collective]
+         case_extra_collective, case_two_rank_op_tie, case_two_rank_swapped_order, case_empty_coalescing_burns_seq,
+         case_p2p_size_mismatch]
 
 
 def main(root: str) -> None:

@@ -64,6 +64,9 @@ SCENARIOS = {
     "crash_sigkill": Scenario(
         "crash_sigkill", "rank_crashed", description="the injected rank SIGKILLs itself at the fault step (as the OOM killer would)",
         note="Exit -9 with no traceback and no error.json, as an OOM kill looks to torchrun."),
+    "silent_exit": Scenario(
+        "silent_exit", "rank_crashed", description="the injected rank calls os._exit(1) at the fault step, printing nothing",
+        note="Exit 1 with no traceback and no error.json: the others lose their peer; only torchrun's failure line says which rank."),
     "stalled_rank": Scenario(
         "stalled_rank", "rank_stalled", description="the injected rank sleeps 120 s in data loading at the fault step",
         note="The others time out after 20 s while the culprit still sleeps; the agent SIGTERMs it (-15), so it leaves no traceback."),
@@ -142,6 +145,7 @@ SAMPLE_LIST = [
     Sample("straggler", 8, 6),
     Sample("straggler", 4, 2, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
     Sample("bn_eval_desync", 4, 1),
+    Sample("silent_exit", 4, 2),
 ]
 
 

@@ -29,7 +29,7 @@ from torch.nn.parallel import DistributedDataParallel
 SCENARIOS = (
     "healthy", "ddp_param_mismatch", "missing_collective", "rank0_only_collective",
     "uneven_inputs", "crash_exception", "crash_sigkill", "stalled_rank", "op_order_mismatch",
-    "shape_mismatch", "straggler", "bn_eval_desync",
+    "shape_mismatch", "straggler", "bn_eval_desync", "silent_exit",
 )
 COMPUTE_SECONDS = 0.15  # simulated per-step compute, so a straggler is visible in the timings
 
@@ -192,6 +192,9 @@ def maybe_crash(args, rank: int, step: int) -> None:
     if args.scenario == "crash_sigkill":
         write_truth(args, rank, step=step, seq=next_seq(), action="SIGKILL to self")
         os.kill(os.getpid(), signal.SIGKILL)  # what the kernel OOM killer does
+    if args.scenario == "silent_exit":
+        write_truth(args, rank, step=step, seq=next_seq(), action="os._exit(1) without a word")
+        os._exit(1)  # a library's exit on a failed check that logs nowhere (no traceback, no flush)
 
 
 def validate_on_fault_rank(args, rank: int, step: int, model) -> None:
