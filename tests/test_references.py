@@ -118,18 +118,13 @@ def test_every_kind_a_query_names_exists():
     assert {where: kinds for where, kinds in unknown.items() if kinds} == {}
 
 
-# Broken references found in rules.toml, left to its owner (issue #18 splits that file off): no
-# format or query gives a `rank_of_world` line, so that evidence kind never matches.
-KNOWN_BROKEN = {"rules.toml: members_never_appeared": ["rank_of_world"]}
-
-
 def test_every_kind_a_rule_or_the_report_code_lists_exists():
     from correlator import assemble, verdict
     listed = {f"rules.toml: {r.name}": set(r.evidence_kinds) for r in rules()}
     listed |= {"assemble.QUIET_KINDS": set(assemble.QUIET_KINDS), "verdict.REPEATING_KINDS": set(verdict.REPEATING_KINDS)}
     known = _event_kinds()
     unknown = {where: sorted(kinds - known) for where, kinds in listed.items() if kinds - known}
-    assert {where: kinds for where, kinds in unknown.items() if KNOWN_BROKEN.get(where) != kinds} == {}
+    assert unknown == {}
 
 
 def _verdict_kinds() -> set[str]:
