@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 FORMATS_DIR = Path(__file__).parent / "formats"
@@ -37,6 +37,12 @@ class Sample:
     line: str
     fields: dict
     kind: str | None = None
+
+
+# A named group, `(?P<name>` or `(?<name>` not preceded by a backslash: the fields a spec's regex
+# captures, read without compiling it (Python's re.compile of every spec was a tenth of a paste's
+# time; the matching itself is polars'). tests/test_formats.py checks it against re's groupindex.
+GROUP_NAME = re.compile(r"(?<!\\)\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>")
 
 
 @dataclass(frozen=True)
@@ -71,11 +77,11 @@ class FormatSpec:
     skim: tuple = ()                # messages: words a number follows in a repeated line (parsers/bulk/skim.py)
     samples: tuple = ()
 
-    @property
+    @cached_property
     def fields(self) -> tuple[str, ...]:
         if self.split is not None:
             return tuple(self.positions)
-        return tuple(re.compile(self.regex).groupindex)
+        return tuple(dict.fromkeys(GROUP_NAME.findall(self.regex)))
 
 
 def _spec(entry: dict, source: str, file: str) -> FormatSpec:

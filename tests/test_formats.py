@@ -1,4 +1,6 @@
 """Every format declares its own sample lines; each must parse to the declared fields."""
+import re
+
 import polars as pl
 import pytest
 
@@ -47,6 +49,14 @@ def test_every_format_has_samples_and_unique_names():
     names = [s.name for s in registry()]
     assert len(names) == len(set(names))
     assert all(s.samples for s in registry())
+
+
+def test_fields_are_the_named_groups_re_compiles():
+    """A spec's fields are read from its regex text without compiling it; they are the groups
+    Python's re finds there, in order."""
+    for spec in registry():
+        if spec.split is None:
+            assert spec.fields == tuple(re.compile(spec.regex).groupindex), spec.name
 
 
 def test_cri_partial_records_make_one_line():

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable
 
-from . import html, markdown, terminal, view
+from . import view
 
 
 @dataclass(frozen=True)
@@ -21,15 +21,31 @@ class Renderer:
     write: Callable[[view.View, bool, int], str]  # (view, color, width) -> text; colour and width: the terminal's
 
 
+# Each output's module is imported when it is asked for: a paste's JSON need not load rich or the SVGs.
+def _terminal(shown: view.View, color: bool, width: int) -> str:
+    from . import terminal
+    return terminal.render(shown, color=color, width=width)
+
+
 def _json(shown: view.View, color: bool, width: int) -> str:
     return json.dumps(shown.report, indent=2, default=str)
 
 
+def _markdown(shown: view.View, color: bool, width: int) -> str:
+    from . import markdown
+    return markdown.render(shown)
+
+
+def _html(shown: view.View, color: bool, width: int) -> str:
+    from . import html
+    return html.render(shown)
+
+
 RENDERERS: dict[str, Renderer] = {r.name: r for r in (
-    Renderer("terminal", (".txt", ".text"), lambda shown, color, width: terminal.render(shown, color=color, width=width)),
+    Renderer("terminal", (".txt", ".text"), _terminal),
     Renderer("json", (".json",), _json),
-    Renderer("markdown", (".md", ".markdown"), lambda shown, color, width: markdown.render(shown)),
-    Renderer("html", (".html", ".htm"), lambda shown, color, width: html.render(shown)),
+    Renderer("markdown", (".md", ".markdown"), _markdown),
+    Renderer("html", (".html", ".htm"), _html),
 )}
 
 __all__ = ["RENDERERS", "Renderer", "render"]
