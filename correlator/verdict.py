@@ -125,6 +125,12 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "behind_site": _one(con, "select any_value(site) from left_behind"),
         "shape_minority": _one(con, "select string_agg(distinct '[' || shape || ']', ', ') from shape_minority"),
         "shape_majority": _one(con, "select any_value('[' || majority_shape || ']') from shape_minority"),
+        "short_total": _one(con, "select max(total) from short_totals"),
+        "long_total": _one(con, "select max(others_total) from short_totals"),
+        "long_step": _one(con, "select max(others_step) from short_totals"),
+        "print_behind": _one(con, "select text from prints_behind order by rank limit 1"),
+        "print_ahead": _one(con, """select l.text from rank_prints l join prints_behind b on l.template = b.ahead_template
+                                    order by l.rank, l.k limit 1"""),
     }
     value = _one(con, "select any_value(value) from mismatch_minority")
     if f["what"] == "ddp_params" and value and f["norm"]:   # as DDP says it: `Rank 3 has 8 params`

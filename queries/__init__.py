@@ -56,6 +56,8 @@ STAGES = (
     ("stragglers", {}),
     ("stacks", {}),
     ("blocked_calls", {}),
+    ("print_order", {}),
+    ("uneven_totals", {}),
     ("memory", {}),
     ("collateral", {}),
 )

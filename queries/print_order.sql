@@ -1,0 +1,35 @@
+-- Where each rank's own prints stopped. A script prints the same lines on every rank, its numbers
+-- aside (`Rank 3: moving model to cuda:3`, `Rank 3: wrapping model in DistributedDataParallel`):
+-- one template per line, in the order the script runs them. Where most ranks' last print is one
+-- template and a few ranks' last is one the others printed before it, those few stopped short of
+-- where the rest went on to (and then waited).
+create or replace temp table rank_prints as
+select rank, file, line, text, regexp_replace(text, '\d+', '#', 'g') as template,
+       row_number() over (partition by rank order by ts nulls last, file, line) as k
+from events
+where rank is not null and kind = 'other' and length(trim(text)) >= 8;
+
+create or replace temp table prints_behind as
+with firsts as (
+    select rank, template, min(k) as k from rank_prints group by rank, template
+), lasts as (
+    select rank, file, line, text, template from rank_prints
+    qualify row_number() over (partition by rank order by k desc) = 1
+), majority as (
+    select template, count(*) as n from lasts group by template
+    having count(*) >= 2 and 2 * count(*) > (select count(distinct rank) from rank_prints)
+), leaders as (
+    select l.rank, l.template from lasts l join majority m using (template)
+)
+-- a minority rank: its last print is one every leader printed before its own last, and it never
+-- printed the leaders' last
+select b.rank, b.file, b.line, b.text, any_value(m.template) as ahead_template
+from lasts b, majority m
+where b.template <> m.template
+  and not exists (select 1 from firsts f where f.rank = b.rank and f.template = m.template)
+  and (select count(*) from leaders) = (
+      select count(*) from leaders ld
+      join firsts before on before.rank = ld.rank and before.template = b.template
+      join firsts leader_last on leader_last.rank = ld.rank and leader_last.template = ld.template
+      where before.k < leader_last.k)
+group by b.rank, b.file, b.line, b.text;
