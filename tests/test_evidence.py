@@ -163,6 +163,12 @@ FIRST_LINE = {
     "hf-torchrun-straggler-4": "torchrun/none_ihypk6d0/attempt_0/2/stderr.log:13",   # slow_rank: rank 2 step 8/8: {'loss': 4.5587, 'data_time': 0.3, 'step_time': 0.028
     "lightning-srun-straggler-4": "slurm-5.out:65",   # slow_rank: [rank: 2] Epoch 0, global step 8/8: train_loss=1.3703 data_time=0.300s
     "lightning-torchrun-straggler-4": "torchrun/none_ly2qkaxj/attempt_0/3/stderr.log:11",   # slow_rank: [rank: 3] Epoch 0, global step 8/8: train_loss=1.3703 data_time=0.300s
+    # the gloo Flight Recorder rule captures (samples/capture/torchrun, 2026-12-01)
+    "tr-shape_mismatch-2-fr": "flight_recorder/fr_trace_rank_1:16",        # fr_split_without_majority: rank 1's ALLREDUCE numel_in=3 at seq 16
+    "tr-op_order_mismatch-2-fr": "flight_recorder/fr_trace_rank_1:16",     # fr_order_without_majority: rank 1's BROADCAST at seq 16
+    "tr-lone_health_check-4-fr": "flight_recorder/fr_trace_rank_0:15",     # fr_skipped_seq: the others' ALLREDUCE seq 15 (rank 2 skips it)
+    "tr-alltoall_split_mismatch-4-fr": "flight_recorder/fr_trace_rank_2:18",   # fr_alltoall_totals: rank 2's ALLTOALL at seq 18
+    "tr-async_extra_broadcast-4-fr": "flight_recorder/fr_trace_rank_0:18",     # sequence_shifted: rank 0's extra BROADCAST at seq 18
 }
 
 

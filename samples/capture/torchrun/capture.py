@@ -87,6 +87,27 @@ SCENARIOS = {
         note="The meaningful CPU variant of inconsistent model state: the extra BROADCAST (divergence.seq) shifts all later "
         "collectives of that rank by one and the job hangs until the timeout. A rank merely left in eval() issues the same "
         "collectives (DDP broadcasts buffers whatever module.training is) and diverges only in its numbers, which no log shows."),
+    "lone_health_check": Scenario(
+        "lone_health_check", "missing_collective",
+        description="at the fault step the injected rank alone runs dist.monitored_barrier(timeout=5 s) as a peer health "
+        "check, catches its timeout, logs a warning and goes on",
+        note="gloo's monitored_barrier takes collective tags (the Flight Recorder's collective_seq_id) without recording an "
+        "entry or bumping the PG sequence number, so the injected rank's later collectives carry other tags than the "
+        "others': its next collective and theirs (both the gradient ALLREDUCE) never meet and every rank times out. "
+        "divergence.seq is the others' collective there, a seq the injected rank's dump skips."),
+    "alltoall_split_mismatch": Scenario(
+        "alltoall_split_mismatch", "collective_mismatch",
+        description="every step starts with an uneven all_to_all_single (rank r sends r+1 elements to each rank); at the "
+        "fault step the injected rank's receive split for the next rank is one too large",
+        note="gloo accepts a receive that gets fewer bytes than its buffer: nothing fails, every rank exits 0, the injected "
+        "rank's output holds one uninitialised element. The elements sent over all ranks are not the elements received "
+        "at divergence.seq."),
+    "async_extra_broadcast": Scenario(
+        "async_extra_broadcast", "missing_collective",
+        description="after the fault step the injected rank alone issues dist.broadcast(stop, src=itself, async_op=True), "
+        "never waited, and goes on into the next step",
+        note="The extra broadcast and the next gradient ALLREDUCE (one seq later on the injected rank than on the others) "
+        "wait until the timeout. A collective issued by one rank only: culprit by the minority convention."),
 }
 
 
@@ -146,6 +167,12 @@ SAMPLE_LIST = [
     Sample("straggler", 4, 2, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
     Sample("bn_eval_desync", 4, 1),
     Sample("silent_exit", 4, 2),
+    # Flight Recorder rules that need a tie (two ranks) or a fault the DDP steps alone do not have
+    Sample("shape_mismatch", 2, 1, flight_recorder=True, record=True),
+    Sample("op_order_mismatch", 2, 1, flight_recorder=True, record=True),
+    Sample("lone_health_check", 4, 2, flight_recorder=True, record=True),
+    Sample("alltoall_split_mismatch", 4, 2, flight_recorder=True, record=True),
+    Sample("async_extra_broadcast", 4, 0, flight_recorder=True, record=True),
 ]
 
 

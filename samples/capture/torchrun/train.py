@@ -29,7 +29,8 @@ from torch.nn.parallel import DistributedDataParallel
 SCENARIOS = (
     "healthy", "ddp_param_mismatch", "missing_collective", "rank0_only_collective",
     "uneven_inputs", "crash_exception", "crash_sigkill", "stalled_rank", "op_order_mismatch",
-    "shape_mismatch", "straggler", "bn_eval_desync", "silent_exit",
+    "shape_mismatch", "straggler", "bn_eval_desync", "silent_exit", "lone_health_check",
+    "alltoall_split_mismatch", "async_extra_broadcast",
 )
 COMPUTE_SECONDS = 0.15  # simulated per-step compute, so a straggler is visible in the timings
 
@@ -44,6 +45,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=20.0, help="process-group timeout, seconds")
     parser.add_argument("--stall-seconds", type=float, default=120.0)
+    parser.add_argument("--health-timeout", type=float, default=5.0, help="lone_health_check: monitored_barrier timeout, s")
     parser.add_argument("--record", action="store_true", help="wrap the entry in elastic's @record")
     parser.add_argument("--no-ddp", action="store_true", help="average gradients by hand instead of DDP")
     return parser.parse_args()
@@ -145,6 +147,15 @@ def load_batch(args, rank: int, step: int, batch):
         write_truth(args, rank, step=step, seq=next_seq(), action="stalled in data loading")
         log.info("reading shard from /data/train-%05d.tar", rank)
         time.sleep(args.stall_seconds)  # a hung NFS read / deadlocked dataloader worker
+    if rank == args.fault_rank and step == args.fault_step and args.scenario == "lone_health_check":
+        # A rank-local "are my peers alive?" check after a slow read, on this rank only: gloo's
+        # monitored_barrier takes collective tags (the Flight Recorder's collective_seq_id) but
+        # records no entry and leaves the PG sequence number alone.
+        write_truth(args, rank, step=step, seq=next_seq(), action="monitored_barrier on this rank only, timeout caught")
+        try:
+            dist.monitored_barrier(timeout=timedelta(seconds=args.health_timeout))
+        except RuntimeError as exc:
+            log.warning("peer health check failed, continuing: %s", str(exc).splitlines()[0])
     if rank == args.fault_rank and args.scenario == "straggler":
         time.sleep(2 * COMPUTE_SECONDS)  # three times the others' step time
     return batch
@@ -171,6 +182,36 @@ def sync_metrics(args, rank: int, step: int, loss: torch.Tensor, samples: int) -
     dist.all_reduce(metrics)
     dist.broadcast(stop, src=0)
     return metrics
+
+
+def exchange_tokens(args, rank: int, step: int) -> None:
+    """alltoall_split_mismatch only: an uneven all_to_all_single per step, as an MoE token dispatch.
+
+    Rank r sends r+1 tokens to every rank and receives s+1 from rank s. At the fault step the
+    injected rank sizes its receive from the next rank one too large (a stale count): gloo accepts
+    a receive that gets fewer bytes than its buffer, so nothing fails."""
+    if args.scenario != "alltoall_split_mismatch":
+        return
+    world_size = dist.get_world_size()
+    in_splits = [rank + 1] * world_size
+    out_splits = [src + 1 for src in range(world_size)]
+    if rank == args.fault_rank and step == args.fault_step:
+        peer = (rank + 1) % world_size
+        out_splits[peer] += 1
+        write_truth(args, rank, step=step, seq=next_seq(), action=f"all_to_all_single expecting {out_splits[peer]} tokens from rank {peer}, which sends {peer + 1}")
+    tokens = torch.full((sum(in_splits),), float(rank))
+    received = torch.empty(sum(out_splits))
+    dist.all_to_all_single(received, tokens, out_splits, in_splits)
+
+
+def maybe_announce_stop(args, rank: int, step: int, stop_flag: torch.Tensor) -> None:
+    """async_extra_broadcast: the injected rank announces early stopping with an async broadcast
+    (never waited) that no other rank posts; it goes on into the next step's collectives."""
+    if args.scenario != "async_extra_broadcast" or rank != args.fault_rank or step != args.fault_step:
+        return
+    write_truth(args, rank, step=step, seq=next_seq(), action="extra async broadcast on this rank only")
+    log.info("announcing early stop to the other ranks")
+    dist.broadcast(stop_flag, src=rank, async_op=True)
 
 
 def maybe_checkpoint(args, rank: int, step: int, model) -> None:
@@ -243,6 +284,7 @@ def run_steps(args, rank: int, parallel_model, optimizer) -> None:
         inputs, labels = load_batch(args, rank, step, batch)
         data_time = time.monotonic() - step_started
         maybe_crash(args, rank, step)
+        exchange_tokens(args, rank, step)
         validate_on_fault_rank(args, rank, step, parallel_model)
         time.sleep(COMPUTE_SECONDS)
         loss = nn.functional.cross_entropy(parallel_model(inputs), labels)
@@ -255,6 +297,7 @@ def run_steps(args, rank: int, parallel_model, optimizer) -> None:
         log.info("step %d/%d loss %.4f data_time %.3fs step_time %.3fs", step, args.steps,
                  (metrics[0] / metrics[1]).item(), data_time, time.monotonic() - step_started)
         maybe_checkpoint(args, rank, step, parallel_model)
+        maybe_announce_stop(args, rank, step, torch.ones(1))
 
 
 def main() -> None:
