@@ -107,7 +107,8 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "has_exits": _one(con, "select count(*) > 0 from exits"),
         "ranks_seen": _one(con, "select count(*) from world"),
         "seq_ranks": _one(con, "select count(distinct rank) from last_seq"),
-        "idle_s": _one(con, "select round(epoch(idle)) from progress_gap"),
+        "idle_note": _one(con, """select coalesce(max('; no progress for ' || cast(round(epoch(idle)) as bigint) || ' s')
+                                  filter (where epoch(idle) > 0), '') from progress_gap"""),
         "straggler_lag": _one(con, "select round(max(lag_ms)) from straggler_ranks"),
         # how the slow rank(s) show, in the words of what the logs measured
         "straggler_how": _one(con, """select string_agg(distinct case basis

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from .multiline import join_partial_records
 from .records import CONTINUATION, split_records
+from .sections import apply_sections
 from .spec import LINE_COLUMNS, FormatSpec, by_layer
 from .text import clean
 
@@ -362,7 +363,7 @@ def parse_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
     Returns the per-line frame (idx, file, line, resolved host/pid/rank/local_rank/ts, header,
     kind, source, level, text, and the wrapper columns) and the emitted (spec, rows) pairs.
     """
-    df = _apply_headers(join_partial_records(_apply_wrappers(_prepare(df))))
+    df = _apply_headers(join_partial_records(_apply_wrappers(apply_sections(_prepare(df)))))
     df, emitted = _apply_messages(df)
     df = df.with_columns(
         host=pl.coalesce("host", "pdsh_host", "pod", "hint_host"),

@@ -109,3 +109,16 @@ def test_a_missing_path_among_several_is_one_line_exit_2(tmp_path):
     result = CliRunner().invoke(app, ["analyze", str(CONSOLE), str(tmp_path / "typo.log")])
     assert result.exit_code == 2 and "typo.log: no such file or directory" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_paste_of_several_files_gives_each_section_its_files_rank(tmp_path):
+    """`tail -n +1 logs/*.log` pasted as one file: the lines under `==> logs/rank2.log <==` are
+    rank 2's; a section whose name states no rank leaves its lines without one."""
+    from correlator.pipeline import parse_job
+    paste = tmp_path / "paste.txt"
+    paste.write_text("==> logs/rank0.log <==\nloading shard 0\n\n==> logs/rank2.log <==\nloading shard 2\n"
+                     "\n==> notes.txt <==\nloading shard 9\n")
+    parsed = parse_job(paste)
+    rows = parsed.con.execute("select line, kind, rank from events order by line").fetchall()
+    assert rows == [(1, "file_section", 0), (2, "other", 0), (3, "blank", 0), (4, "file_section", 2),
+                    (5, "other", 2), (6, "blank", 2), (7, "file_section", None), (8, "other", None)]

@@ -14,7 +14,7 @@ from realworld_check import ROOT, cases, expectation, false_alarm, false_healthy
 
 CASES = cases()
 # 7 of the first 88 cases; the 16 added for the rules only our own captures proved brought 3 more
-KNOWN_WRONG_CEILING = 8
+KNOWN_WRONG_CEILING = 7
 KNOWN_WRONG = tomllib.loads((ROOT / "known_wrong.toml").read_text()) if (ROOT / "known_wrong.toml").exists() else {}
 
 
