@@ -116,6 +116,12 @@ SCENARIOS = {
                                         note="Culprits = the ranks of the stated world that no process ever had (never started). "
                                              "The interrupt is the user's, not a cause.",
                                         truth=MISSING_RANKS_TRUTH),
+    "error_all": Scenario("rank_crashed", "none", False,
+                          description="every rank fails to open the same missing file (FileNotFoundError, not caught) "
+                                      "before init_process_group",
+                          note="Common mode: every rank died the same way at the same point; no culprit. Under mpirun "
+                               "without --tag-output no line of the ranks' tracebacks carries its rank (torch's own `[rankN]:` "
+                               "prefix on uncaught exceptions comes only after init_process_group)."),
     "bad_master_addr": Scenario("init_failure", "none", False,
                                 description="the job's MASTER_ADDR names a host that does not exist (a typo in the job script): "
                                             "every rank fails to reach the rendezvous store",
@@ -141,10 +147,12 @@ class Sample:
     timeout: float | None = None  # init_process_group's timeout, where not the workload's 20 s
     cancel_after: float | None = None  # SIGINT to the launcher after this many seconds (a user's Ctrl-C)
     master_addr: str = "127.0.0.1"
+    tag_output: bool = True  # mpirun --tag-output ([1,R]<stderr>: on every line)
 
     @property
     def name(self) -> str:
         suffix = "-detail" if self.detail else "-fr" if self.fr else ""
+        suffix += "" if self.tag_output else "-untagged"
         return f"{self.stack}-{self.launcher}-{self.scenario}-{self.nranks}{suffix}"
 
     @property
@@ -221,6 +229,7 @@ SAMPLE_LIST = [
     S("ddp", "mpirun", "missing_ranks", 4, 0, launched=2),
     S("ddp", "mpirun", "missing_ranks_cancelled", 4, 0, launched=2, timeout=1800, cancel_after=30),
     S("ddp", "mpirun", "bad_master_addr", 4, 0, master_addr="trainer-head.cluster.invalid"),
+    S("ddp", "mpirun", "error_all", 4, 0, tag_output=False),
 ]
 
 
@@ -306,7 +315,8 @@ def run_mpirun(sample: Sample, logs: Path, env: dict) -> tuple[list[str], int, d
     env = dict(env, MASTER_ADDR=sample.master_addr, MASTER_PORT=str(free_port()))
     if sample.launched is not None:  # the job script's own size, for a world mpirun does not start
         env["WORLD_SIZE"] = str(sample.nranks)
-    command = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-np", str(sample.launched or sample.nranks),
+    command = ["mpirun", "--allow-run-as-root", "--oversubscribe", *(["--tag-output"] if sample.tag_output else []),
+               "-np", str(sample.launched or sample.nranks),
                "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
     for key in exported(env):
         command += ["-x", key]
@@ -428,7 +438,7 @@ def build_expected(sample: Sample, command: list[str], env: dict, truth_dir: Pat
         problems.append("no fault record: the fault was never injected")
     if sample.scenario in ("healthy", "straggler") and not sample.ddp_detail_segfault and any(c != 0 for c in codes):
         problems.append(f"a {sample.scenario} run ended with exit codes {codes}")
-    if sample.scenario == "segfault_all" and len(records) != sample.nranks:
+    if sample.scenario in ("segfault_all", "error_all") and len(records) != sample.nranks:
         problems.append(f"only {len(records)} of {sample.nranks} ranks reached the segfault")
     notes.append(sample.notes)
     expected = {
