@@ -122,6 +122,11 @@ SCENARIOS = {
                           note="Common mode: every rank died the same way at the same point; no culprit. Under mpirun "
                                "without --tag-output no line of the ranks' tracebacks carries its rank (torch's own `[rankN]:` "
                                "prefix on uncaught exceptions comes only after init_process_group)."),
+    "rank0_eval_broadcast": Scenario("rank_stalled", "rank0",
+                                     description="at the fault step rank 0 runs a 60 s validation of its own between the "
+                                                 "metrics all_reduce and the stop-flag BROADCAST it roots; the others wait in the broadcast",
+                                     note="Culprit = rank 0, the root the others waited for; it reports nothing and is SIGTERMed "
+                                          "by the launcher once the others time out (20 s)."),
     "bad_master_addr": Scenario("init_failure", "none", False,
                                 description="the job's MASTER_ADDR names a host that does not exist (a typo in the job script): "
                                             "every rank fails to reach the rendezvous store",
@@ -230,6 +235,7 @@ SAMPLE_LIST = [
     S("ddp", "mpirun", "missing_ranks_cancelled", 4, 0, launched=2, timeout=1800, cancel_after=30),
     S("ddp", "mpirun", "bad_master_addr", 4, 0, master_addr="trainer-head.cluster.invalid"),
     S("ddp", "mpirun", "error_all", 4, 0, tag_output=False),
+    S("ddp", "torchrun", "rank0_eval_broadcast", 4, 0),
 ]
 
 

@@ -34,10 +34,11 @@ SCENARIOS = (
     "uneven_inputs", "oom", "srun_wait",
     "op_order_pair", "after_loop_barrier", "gather_shape_mismatch", "missing_ranks", "missing_ranks_cancelled",
     "bad_master_addr",  # no hook: the capture gives every rank a MASTER_ADDR that does not resolve
-    "error_all",
+    "error_all", "rank0_eval_broadcast",
 )
 STRAGGLE_SECONDS = 0.3
 STALL_SECONDS = 120.0
+RANK0_EVAL_SECONDS = 60.0
 EVAL_SAMPLES = 16
 LOCAL_EVAL_SECONDS = 12.0
 TIMEOUT_SECONDS = 20
@@ -194,6 +195,10 @@ class Fault:
             metrics = self._reduce(metrics)
             return metrics
         metrics = self._reduce(metrics)
+        if self.is_fault("rank0_eval_broadcast", step):  # rank 0 decides the stop flag after a validation only it runs
+            self.truth(step, "rank-0-only validation before the stop-flag broadcast it roots")
+            self.log.info("running validation before the early-stopping decision")
+            time.sleep(RANK0_EVAL_SECONDS)
         self.broadcast(stop, 0)
         return metrics
 
