@@ -269,7 +269,9 @@ def workload_args(sample: Sample) -> list[str]:
 
 
 def run_env(sample: Sample, logs: Path, truth_dir: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_", "NCCL_", "OMPI_", "PMIX_", "SLURM_"))}
+    # nothing of an outer launcher's identity (a sample's own WORLD_SIZE is set by run_mpirun)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_", "NCCL_", "OMPI_", "PMIX_", "SLURM_"))
+           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
     env.update(CAPTURE_TRUTH_DIR=str(truth_dir), PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
                TOKENIZERS_PARALLELISM="false")
     if sample.detail:
