@@ -53,10 +53,13 @@ select w.rank,
        (select max(ts) from rank_events e where e.rank = w.rank) as last_seen,
        x.killed_hard, x.crashed_signal, x.fatal_signal, x.terminated, x.term_at, x.exited_zero, x.exited_error, x.exit_ts,
        -- left on its own terms: exit 0, a clean communicator teardown, or its program's end
-       -- (ProcessGroupNCCL destructed at exit; with no error of its own, a clean one)
+       -- (ProcessGroupNCCL destructed at exit; with no error of its own, a clean one; or its
+       -- trainer's own word that the run finished, where no launcher reports a clean exit: gloo
+       -- under torchrun or mpirun, which list only the workers that failed)
        coalesce(x.exited_zero, false)
          or exists (select 1 from events e where e.rank = w.rank and e.kind = 'nccl_destroy' and e.text ilike '%Destroy%')
          or exists (select 1 from events e where e.rank = w.rank and e.kind = 'pg_not_destroyed')
+         or exists (select 1 from events e where e.rank = w.rank and e.kind = 'run_completed')
          as left_cleanly,
        -- torchrun's failure summary lists every failed worker: a rank missing from a summary
        -- that lists (nearly) every other rank did not fail. (With several agents, each lists only

@@ -43,13 +43,21 @@ DDP_STACKS = ("hf", "accel", "lightning", "ddp")  # DDP underneath: segfaults wi
 DETAIL_ENV = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL", "TORCH_CPP_LOG_LEVEL": "INFO"}
 
 
+MISSING_RANKS_TRUTH = ("The capture exported WORLD_SIZE (`world_size`) and started fewer processes (mpirun -np, "
+                       "`processes_started`): the culprits are the ranks no process had, from the launch itself; rank 0 "
+                       "recorded the world it initialised for and how many processes mpirun started (OMPI_COMM_WORLD_SIZE), "
+                       "outside logs/; exit codes recorded by exitrec.py around each started rank (null: never started). "
+                       "The logs were not read.")
+
+
 @dataclass(frozen=True)
 class Scenario:
     kind: str
-    culprits: str = "fault"  # fault | rank0 | none
+    culprits: str = "fault"  # fault | rank0 | none | absent (the ranks of the stated world never started)
     divergence_known: bool = True
     description: str = ""
     note: str = ""
+    truth: str = ""  # where the truth comes from, where not the fault hooks' record
 
 
 SCENARIOS = {
@@ -82,6 +90,50 @@ SCENARIOS = {
                           note="srun --wait=3 (no --kill-on-bad-exit): 3 s after the first task ended srun terminates the others, "
                                "which are still evaluating: the termination is collateral, the culprit is the task that ended first. "
                                "No rank waited in a collective, so no divergence."),
+    # the shapes only real-world cases proved (issue #14: a captured sample for every rule)
+    "op_order_pair": Scenario("collective_mismatch", "none",
+                              description="two ranks; at the fault step the injected rank broadcasts the stop flag before the "
+                                          "metrics all_reduce, the other all_reduces first",
+                              note="With two ranks neither side is a minority: each ran a different collective at the same seq. "
+                                   "The runtime (DETAIL) names the mismatch; nothing tells whose code path is the odd one, so by "
+                                   "the minority convention there is no culprit (the rank the fault was injected in is in `injected`)."),
+    "after_loop_barrier": Scenario("missing_collective", "rank0",
+                                   description="after the loop and the final barrier, rank 0 alone enters a barrier in its "
+                                               "final-checkpoint branch; the others destroy the process group and exit 0",
+                                   note="Culprit = rank 0, which issued a collective the others never issued; it fails once they have left."),
+    "gather_shape_mismatch": Scenario("collective_mismatch",
+                                      description="at the fault step every rank all_gathers its evaluation predictions, printing "
+                                                  "their shape first; the injected rank's tensor is [15, 4], the others' [16, 4]"),
+    "missing_ranks": Scenario("init_failure", "absent", False,
+                              description="the job exports WORLD_SIZE (the size it was written for) but mpirun starts half as "
+                                          "many processes; the started ranks wait in init_process_group for the others",
+                              note="Culprits = the ranks of the stated world that no process ever had (never started); "
+                                   "init's store gives up after the 20 s timeout.",
+                              truth=MISSING_RANKS_TRUTH),
+    "missing_ranks_cancelled": Scenario("init_failure", "absent", False,
+                                        description="as missing_ranks, with init's timeout left long (1800 s); the user interrupts "
+                                                    "mpirun (SIGINT, as Ctrl-C does) while the started ranks still wait in init",
+                                        note="Culprits = the ranks of the stated world that no process ever had (never started). "
+                                             "The interrupt is the user's, not a cause.",
+                                        truth=MISSING_RANKS_TRUTH),
+    "error_all": Scenario("rank_crashed", "none", False,
+                          description="every rank fails to open the same missing file (FileNotFoundError, not caught) "
+                                      "before init_process_group",
+                          note="Common mode: every rank died the same way at the same point; no culprit. Under mpirun "
+                               "without --tag-output no line of the ranks' tracebacks carries its rank (torch's own `[rankN]:` "
+                               "prefix on uncaught exceptions comes only after init_process_group)."),
+    "rank0_eval_broadcast": Scenario("rank_stalled", "rank0",
+                                     description="at the fault step rank 0 runs a 60 s validation of its own between the "
+                                                 "metrics all_reduce and the stop-flag BROADCAST it roots; the others wait in the broadcast",
+                                     note="Culprit = rank 0, the root the others waited for; it reports nothing and is SIGTERMed "
+                                          "by the launcher once the others time out (20 s)."),
+    "bad_master_addr": Scenario("init_failure", "none", False,
+                                description="the job's MASTER_ADDR names a host that does not exist (a typo in the job script): "
+                                            "every rank fails to reach the rendezvous store",
+                                note="One configuration for all ranks, no rank at fault: no culprit.",
+                                truth="The capture set MASTER_ADDR to a name that does not resolve, for every rank alike "
+                                      "(samples/capture/stacks/capture.py); exit codes recorded by exitrec.py around each rank. "
+                                      "The logs were not read."),
 }
 
 
@@ -96,10 +148,16 @@ class Sample:
     fr: bool = False
     steps: int = 8
     notes: str = ""
+    launched: int | None = None  # processes the launcher starts, where fewer than the stated world (nranks)
+    timeout: float | None = None  # init_process_group's timeout, where not the workload's 20 s
+    cancel_after: float | None = None  # SIGINT to the launcher after this many seconds (a user's Ctrl-C)
+    master_addr: str = "127.0.0.1"
+    tag_output: bool = True  # mpirun --tag-output ([1,R]<stderr>: on every line)
 
     @property
     def name(self) -> str:
         suffix = "-detail" if self.detail else "-fr" if self.fr else ""
+        suffix += "" if self.tag_output else "-untagged"
         return f"{self.stack}-{self.launcher}-{self.scenario}-{self.nranks}{suffix}"
 
     @property
@@ -168,13 +226,29 @@ SAMPLE_LIST = [
     S("fsdp", "mpirun", "op_order_mismatch", 4, 2, fr=True),
     S("fsdp", "srun", "crash_sigkill", 4, 3),
     S("fsdp", "srun", "healthy", 8),
+    # the shapes only real-world cases proved (issue #14: a captured sample for every rule)
+    S("fsdp", "torchrun", "op_order_pair", 2, 1, detail=True),
+    S("ddp", "torchrun", "after_loop_barrier", 4, 0),
+    S("ddp", "mpirun", "after_loop_barrier", 4, 0),
+    S("ddp", "torchrun", "gather_shape_mismatch", 4, 2),
+    S("ddp", "mpirun", "missing_ranks", 4, 0, launched=2),
+    S("ddp", "mpirun", "missing_ranks_cancelled", 4, 0, launched=2, timeout=1800, cancel_after=30),
+    S("ddp", "mpirun", "bad_master_addr", 4, 0, master_addr="trainer-head.cluster.invalid"),
+    S("ddp", "mpirun", "error_all", 4, 0, tag_output=False),
+    S("ddp", "torchrun", "rank0_eval_broadcast", 4, 0),
 ]
 
 
-def run_logged(command: list[str], env: dict, console: Path) -> int:
-    """Run the launcher with stdout+stderr into console; past RUN_TIMEOUT_SECONDS kill its process group."""
+def run_logged(command: list[str], env: dict, console: Path, cancel_after: float | None = None) -> int:
+    """Run the launcher with stdout+stderr into console; past RUN_TIMEOUT_SECONDS kill its process group.
+    With cancel_after, interrupt the launcher (SIGINT, what Ctrl-C sends) after that many seconds."""
     with open(console, "w") as out:
         proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        if cancel_after is not None:
+            try:
+                return proc.wait(timeout=cancel_after)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGINT)
         try:
             return proc.wait(timeout=RUN_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
@@ -191,11 +265,13 @@ def free_port() -> int:
 
 def workload_args(sample: Sample) -> list[str]:
     return [str(HERE / STACKS[sample.stack]), "--scenario", sample.scenario, "--fault-rank", str(sample.fault_rank),
-            "--steps", str(sample.steps)]
+            "--steps", str(sample.steps), *(["--timeout", f"{sample.timeout:g}"] if sample.timeout else [])]
 
 
 def run_env(sample: Sample, logs: Path, truth_dir: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_", "NCCL_", "OMPI_", "PMIX_", "SLURM_"))}
+    # nothing of an outer launcher's identity (a sample's own WORLD_SIZE is set by run_mpirun)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_", "NCCL_", "OMPI_", "PMIX_", "SLURM_"))
+           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
     env.update(CAPTURE_TRUTH_DIR=str(truth_dir), PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
                TOKENIZERS_PARALLELISM="false")
     if sample.detail:
@@ -208,7 +284,8 @@ def run_env(sample: Sample, logs: Path, truth_dir: Path) -> dict:
 
 
 def exported(env: dict) -> list[str]:
-    return [k for k in sorted(env) if k.startswith(("TORCH_", "CAPTURE_", "HF_", "PYTHONUNBUFFERED", "OMP_NUM", "TOKENIZERS", "MASTER_"))]
+    return [k for k in sorted(env) if k.startswith(("TORCH_", "CAPTURE_", "HF_", "PYTHONUNBUFFERED", "OMP_NUM", "TOKENIZERS", "MASTER_",
+                                                  "WORLD_SIZE"))]
 
 
 # ---------------------------------------------------------------- launchers
@@ -243,13 +320,16 @@ def exit_records(truth_dir: Path, nranks: int) -> dict:
 
 
 def run_mpirun(sample: Sample, logs: Path, env: dict) -> tuple[list[str], int, dict]:
-    env = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    command = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--tag-output", "-np", str(sample.nranks),
+    env = dict(env, MASTER_ADDR=sample.master_addr, MASTER_PORT=str(free_port()))
+    if sample.launched is not None:  # the job script's own size, for a world mpirun does not start
+        env["WORLD_SIZE"] = str(sample.nranks)
+    command = ["mpirun", "--allow-run-as-root", "--oversubscribe", *(["--tag-output"] if sample.tag_output else []),
+               "-np", str(sample.launched or sample.nranks),
                "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
     for key in exported(env):
         command += ["-x", key]
     command += [PYTHON, str(EXITREC), "--", PYTHON, *workload_args(sample)]
-    rc = run_logged(command, env, logs / "console.log")
+    rc = run_logged(command, env, logs / "console.log", sample.cancel_after)
     return command, rc, exit_records(Path(env["CAPTURE_TRUTH_DIR"]), sample.nranks)
 
 
@@ -348,7 +428,8 @@ def build_expected(sample: Sample, command: list[str], env: dict, truth_dir: Pat
     records = [json.loads(p.read_text()) for p in sorted(truth_dir.glob("fault_rank*.json"), key=lambda p: int(p.stem[10:]))]
     injected = next((r for r in records if r["rank"] == sample.fault_rank), records[0] if records else None)
     kind = scenario.kind
-    culprits = {"fault": [sample.fault_rank], "rank0": [0], "none": []}[scenario.culprits]
+    culprits = {"fault": [sample.fault_rank], "rank0": [0], "none": [],
+                "absent": list(range(sample.launched or sample.nranks, sample.nranks))}[scenario.culprits]
     divergence = {"pg": "0", "seq": injected["seq"]} if scenario.divergence_known and injected else None
     notes = [scenario.note]
     problems = []
@@ -361,11 +442,11 @@ def build_expected(sample: Sample, command: list[str], env: dict, truth_dir: Pat
         notes = [f"Designed as '{sample.scenario}', but with TORCH_DISTRIBUTED_DEBUG=DETAIL every rank died of SIGSEGV "
                  "while constructing DDP (torch 2.13 CPU: the DETAIL wrapper process group crashes in DDP's "
                  "Logger.set_construction_data_and_log) before any training step. Common mode: no culprit."]
-    elif sample.scenario not in ("healthy", "straggler") and not records:
+    elif sample.scenario not in ("healthy", "straggler", "bad_master_addr") and not records:
         problems.append("no fault record: the fault was never injected")
     if sample.scenario in ("healthy", "straggler") and not sample.ddp_detail_segfault and any(c != 0 for c in codes):
         problems.append(f"a {sample.scenario} run ended with exit codes {codes}")
-    if sample.scenario == "segfault_all" and len(records) != sample.nranks:
+    if sample.scenario in ("segfault_all", "error_all") and len(records) != sample.nranks:
         problems.append(f"only {len(records)} of {sample.nranks} ranks reached the segfault")
     notes.append(sample.notes)
     expected = {
@@ -373,10 +454,12 @@ def build_expected(sample: Sample, command: list[str], env: dict, truth_dir: Pat
         "kind": kind,
         "culprit_ranks": culprits,
         "world_size": sample.nranks,
+        **({"processes_started": sample.launched} if sample.launched is not None else {}),
+        **({"cancelled_after_s": sample.cancel_after} if sample.cancel_after is not None else {}),
         "divergence": divergence,
         "launcher": sample.launcher,
         "stack": sample.stack,
-        "truth": ("Fault injected by samples/capture/stacks/faults.py on the named rank, which recorded its step and "
+        "truth": scenario.truth or ("Fault injected by samples/capture/stacks/faults.py on the named rank, which recorded its step and "
                   "the 1-based SeqNum of the next collective on the default PG (ProcessGroup._get_sequence_number_for_group) "
                   "outside logs/; exit codes recorded from the worker processes ("
                   + ("samples/capture/torchrun/launch.py" if sample.launcher == "torchrun" else "exitrec.py around each rank")

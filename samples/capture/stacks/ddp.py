@@ -2,7 +2,8 @@
 
 Launched by torchrun, mpirun (identity from OMPI_COMM_WORLD_*) or srun (SLURM_PROCID/...); env://
 rendezvous (MASTER_ADDR/MASTER_PORT). Per step: DDP's gradient ALLREDUCE (one bucket), then the app's
-metrics ALLREDUCE (numel 2) and stop-flag BROADCAST (numel 1); a final BARRIER. Faults: faults.py.
+metrics ALLREDUCE (numel 2) and stop-flag BROADCAST (numel 1); a final BARRIER. Faults: faults.py. The identity line (host, pid, ranks, world size)
+is logged before init_process_group, as the launcher gave it.
 """
 import argparse
 import os
@@ -38,9 +39,10 @@ def main() -> None:
     args = parser.parse_args()
     rank, world_size, local_rank = faults.identity()
     log = faults.setup_logging("train", f"%(asctime)s %(levelname)s [rank {rank}] %(message)s")
-    dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
     log.info("host=%s pid=%d local_rank=%d world_size=%d", faults.hostname(), os.getpid(), local_rank, world_size)
     fault = faults.Fault(args, rank, world_size, log)
+    fault.before_init()
+    dist.init_process_group("gloo", timeout=timedelta(seconds=args.timeout))
     ddp = DistributedDataParallel(model())
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
     done = 0
@@ -76,6 +78,7 @@ def main() -> None:
         return  # exits cleanly; the others are still training
     log.info("training finished")
     dist.barrier()
+    fault.after_training()
     dist.destroy_process_group()
 
 

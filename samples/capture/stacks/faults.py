@@ -8,7 +8,10 @@ stack and calls the hooks below at the same points of every step:
   fault.sync_metrics(step, loss)  the app's own per-step collectives: ALLREDUCE of [loss_sum, samples]
                               (numel 2), then BROADCAST of a stop flag from rank 0 (numel 1)
                               (skipped, swapped or resized on the fault rank)
-  fault.after_step(step)      after the step's log line (rank-0-only barrier in a checkpoint branch)
+  fault.after_step(step)      after the step's log line (rank-0-only barrier in a checkpoint branch,
+                              an evaluation all_gather whose input shape every rank prints first)
+  fault.after_training()      after the final barrier, before destroy_process_group (a rank-0-only
+                              barrier in the final-checkpoint branch: the others exit 0)
   fault.num_batches(steps)    how many batches this rank has (uneven inputs: fewer on the fault rank)
 
 The injected rank writes what it did (step, the 1-based SeqNum of the next collective on the default
@@ -29,9 +32,14 @@ SCENARIOS = (
     "healthy", "straggler", "stalled_rank", "crash_exception", "segfault_all", "crash_sigkill",
     "missing_collective", "rank0_only_collective", "op_order_mismatch", "shape_mismatch",
     "uneven_inputs", "oom", "srun_wait",
+    "op_order_pair", "after_loop_barrier", "gather_shape_mismatch", "missing_ranks", "missing_ranks_cancelled",
+    "bad_master_addr",  # no hook: the capture gives every rank a MASTER_ADDR that does not resolve
+    "error_all", "rank0_eval_broadcast",
 )
 STRAGGLE_SECONDS = 0.3
 STALL_SECONDS = 120.0
+RANK0_EVAL_SECONDS = 60.0
+EVAL_SAMPLES = 16
 LOCAL_EVAL_SECONDS = 12.0
 TIMEOUT_SECONDS = 20
 
@@ -50,7 +58,8 @@ def identity(set_env: bool = True) -> tuple[int, int, int]:
     if "RANK" in env and "WORLD_SIZE" in env:
         rank, world, local = int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", env["RANK"]))
     elif "OMPI_COMM_WORLD_RANK" in env:
-        rank, world = int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"])
+        # a job script's own `export WORLD_SIZE=N` (the size it was written for) wins over mpirun's -np
+        rank, world = int(env["OMPI_COMM_WORLD_RANK"]), int(env.get("WORLD_SIZE", env["OMPI_COMM_WORLD_SIZE"]))
         local = int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", rank))
     elif "SLURM_PROCID" in env:
         rank, world, local = int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), int(env.get("SLURM_LOCALID", 0))
@@ -180,12 +189,16 @@ class Fault:
             self.truth(step, "skipped metrics all_reduce")
             self.broadcast(stop, 0)
             return metrics
-        if self.is_fault("op_order_mismatch", step):
+        if self.is_fault("op_order_mismatch", step) or self.is_fault("op_order_pair", step):
             self.truth(step, "broadcast before all_reduce")
             self.broadcast(stop, 0)
             metrics = self._reduce(metrics)
             return metrics
         metrics = self._reduce(metrics)
+        if self.is_fault("rank0_eval_broadcast", step):  # rank 0 decides the stop flag after a validation only it runs
+            self.truth(step, "rank-0-only validation before the stop-flag broadcast it roots")
+            self.log.info("running validation before the early-stopping decision")
+            time.sleep(RANK0_EVAL_SECONDS)
         self.broadcast(stop, 0)
         return metrics
 
@@ -199,3 +212,38 @@ class Fault:
             self.truth(step, "barrier only on rank 0")
             self.log.info("saving checkpoint for step %d", step)
             self.barrier()
+        if self.scenario == "gather_shape_mismatch" and step == self.fault_step:
+            self.gather_predictions(step)
+
+    def gather_predictions(self, step: int) -> None:
+        """Every rank all_gathers its evaluation predictions, printing their shape first; the fault
+        rank's evaluation shard is one sample short (an uneven last shard, no padding)."""
+        import torch
+        import torch.distributed as dist
+
+        samples = EVAL_SAMPLES - 1 if self.on_fault_rank else EVAL_SAMPLES
+        if self.on_fault_rank:
+            self.truth(step, f"all_gather of a [{samples}, 4] tensor, the others [{EVAL_SAMPLES}, 4]")
+        preds = torch.randn(samples, 4)
+        self.log.info("gathering eval predictions: shape=%s", list(preds.shape))
+        gathered = [torch.empty_like(preds) for _ in range(self.world_size)]
+        dist.all_gather(gathered, preds)
+        self.log.info("gathered %d prediction tensors", len(gathered))
+
+    def after_training(self) -> None:
+        """After the loop and the final barrier: rank 0 alone saves the final checkpoint and, as
+        a checkpoint helper written for every rank would, waits in a barrier the others never enter."""
+        if self.scenario == "after_loop_barrier" and self.rank == 0:
+            self.truth(-1, "barrier only on rank 0 after training (final checkpoint)")
+            self.log.info("saving final checkpoint")
+            self.barrier()
+            self.log.info("final checkpoint saved")
+
+    def before_init(self) -> None:
+        """Before init_process_group: the ranks a launcher started for a world it did not match."""
+        if self.scenario == "error_all":  # common mode: every rank reads the same missing file
+            self.truth(0, "raised FileNotFoundError before init_process_group, every rank", seq=0)
+            raise FileNotFoundError(2, "No such file or directory", "/data/shards/index.json")
+        if self.scenario in ("missing_ranks", "missing_ranks_cancelled") and self.rank == 0:
+            launched = int(os.environ.get("OMPI_COMM_WORLD_SIZE") or os.environ.get("SLURM_NTASKS") or self.world_size)
+            self.truth(0, f"init_process_group for world_size={self.world_size} with {launched} processes started", seq=0)
