@@ -13,7 +13,7 @@ with f as (
 select f.*, g.pg, len(g.members) as size,
        case when f.finding in ('split', 'split_tie', 'order_tie', 'hole', 'alltoall_totals', 'p2p_wrong_peer', 'p2p_size') then 0
             when f.finding in ('behind', 'silent', 'p2p_unposted') then 1
-            when f.finding = 'state_behind' then 2 else 3 end as priority
+            when f.finding in ('state_behind', 'p2p_state_behind') then 2 else 3 end as priority
 from f join fr_group_state g using (gkey);
 
 create or replace temp table fr_divergence as
@@ -47,7 +47,7 @@ select d.pg, d.counter, r.rank,
        (select max(ts) from fr_entries e where e.rank = r.rank),
        null, null, false, d.seq, d.size
 from fr_divergence d, unnest(d.culprits) as r(rank)
-where d.finding in ('state_behind', 'p2p_unposted') and r.rank >= 0
+where d.finding in ('state_behind', 'p2p_unposted', 'p2p_state_behind') and r.rank >= 0
   and not exists (select 1 from first_stalled)
 qualify row_number() over (order by r.rank) = 1;
 

@@ -58,11 +58,34 @@ create or replace temp table fr_p2p_waits as
 select * from fr_p2p_unmatched
 qualify row_number() over (partition by owner order by seq, k, gkey, src, dst) = 1;
 
+-- Ranks inside a p2p op of their own: one whose kernel started and never completed, matched or
+-- not (a matched one waits for a peer whose side is still queued, or that hangs in it too).
+create or replace temp table fr_p2p_inside as
+select distinct rank from fr_p2p_ops where state = 'started';
+
+-- Posted pairs whose one side started and waits while the other's never started, the latter on a
+-- rank that waits in no p2p op of its own.
+create or replace temp table fr_p2p_behind as
+select p.gkey,
+       case when p.send_state = 'scheduled' then p.send_rank else p.recv_rank end as rank,
+       case when p.send_state = 'scheduled' then p.recv_rank else p.send_rank end as peer,
+       case when p.send_state = 'scheduled' then p.send_seq else p.recv_seq end as seq,
+       case when p.send_state = 'scheduled' then p.send_printed else p.recv_printed end as seq_printed,
+       case when p.send_state = 'scheduled' then p.send_op else p.recv_op end as op
+from fr_p2p_pairs p
+where p.send_rank is not null and p.recv_rank is not null
+  and ((p.send_state = 'scheduled' and p.recv_state = 'started') or (p.recv_state = 'scheduled' and p.send_state = 'started'))
+  and (case when p.send_state = 'scheduled' then p.send_rank else p.recv_rank end) not in (select rank from fr_p2p_inside);
+
 -- The findings:
 --   wrong peer: a rank waits on a peer that never talks to it on that channel, while another rank
 --     waits on it on a channel it always served: it sent to / received from the wrong rank;
 --   unposted: a rank waits on a peer that waits in no p2p op of its own: the peer never posted its
 --     side (it stopped, or sits elsewhere);
+--   state behind: a send and its recv were both posted, one side's kernel started and waits, the
+--     other's never started (`scheduled`: its stream is stuck behind earlier work) and that rank
+--     waits in no p2p op of its own: it is the one that stopped, the ranks waiting on it (and
+--     those waiting on them) are victims;
 --   size: a send and its recv disagree on the elements or the dtype.
 create or replace temp table fr_p2p_findings as
 select w.gkey, 'p2p_wrong_peer' as finding, w.owner, w.peer, w.seq, w.seq_printed, w.op, [w.owner] as culprits
@@ -72,9 +95,14 @@ where not w.channel_used and w.peer in (select rank from fr_dump_of_rank)
 union all
 select w.gkey, 'p2p_unposted', w.owner, w.peer, w.seq, w.seq_printed, w.op, [w.peer]
 from fr_p2p_waits w
-where w.peer not in (select owner from fr_p2p_waits)
+where w.peer not in (select owner from fr_p2p_waits) and w.peer not in (select rank from fr_p2p_inside)
   and not exists (select 1 from fr_p2p_waits o where not o.channel_used and o.peer in (select rank from fr_dump_of_rank)
                     and exists (select 1 from fr_p2p_waits x where x.peer = o.owner and x.owner <> o.owner and x.channel_used))
+union all
+select b.gkey, 'p2p_state_behind', b.rank, b.peer, b.seq, b.seq_printed, b.op,
+       (select list(distinct x.rank order by x.rank) from fr_p2p_behind x where x.gkey = b.gkey)
+from fr_p2p_behind b
+qualify row_number() over (partition by b.gkey order by b.seq, b.rank) = 1
 union all
 select gkey, 'p2p_size', send_rank, recv_rank, send_seq, send_printed, send_op, list_sort([send_rank, recv_rank])
 from fr_p2p_pairs
