@@ -102,5 +102,19 @@ with dead as (
       and (select count(*) from rank_facts where last_step is null) = 0
       and not exists (select 1 from every)
     having count(*) > 0
+), reported as (
+    -- Open MPI's signal handler printed the same crash signal for several processes (host:pid,
+    -- no rank), mpirun names one rank dead of that signal, and no rank says a word of its own, of
+    -- a lost peer or a timeout: they died together.
+    select 'first_of_reported' as basis,
+           any_value(case signal when 11 then 'SIGSEGV' when 7 then 'SIGBUS' when 4 then 'SIGILL' when 8 then 'SIGFPE'
+                                 when 6 then 'SIGABRT' end || ' (signal ' || signal || ')') as how
+    from exits where source = 'ompi' and reason = 'signal_report' and signal in (11, 7, 4, 8, 6)
+      and exists (select 1 from exits m where m.source = 'mpirun' and m.reason = 'signaled' and m.signal = exits.signal)
+      and not exists (select 1 from rank_facts where own_errors > 0 or collateral_errors > 0 or killed_hard
+                                                      or terminated or exited_zero)
+      and not exists (select 1 from every) and not exists (select 1 from silent)
+    having count(distinct signal) = 1 and count(distinct coalesce(host, '') || ':' || pid) >= 2
+       and coalesce(max(ts) - min(ts) <= interval '5 seconds', true)
 )
-select * from every union all select * from silent;
+select * from every union all select * from silent union all select * from reported;
