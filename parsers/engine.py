@@ -19,6 +19,7 @@ import pyarrow as pa
 from .multiline import join_partial_records
 from .records import CONTINUATION, split_records
 from .sections import apply_sections
+from .wrapped import join_wrapped_rows
 from .spec import LINE_COLUMNS, FormatSpec, by_layer
 from .text import clean
 
@@ -346,15 +347,16 @@ def group_frame(parts: list[tuple[pa.Array, int | pl.Series, FileContext]]) -> p
 def _prepare(df: pl.DataFrame) -> pl.DataFrame:
     """Raw lines as records (parsers/records.py) with their position, cleaned text and the empty
     line columns the layers fill; a record continued from an earlier one is already recognised."""
-    df = split_records(df)
-    kind = pl.when(pl.col("_cont")).then(pl.lit(CONTINUATION)) if "_cont" in df.columns else pl.lit(None, pl.String)
+    df = split_records(join_wrapped_rows(df))
+    piece = pl.col("_wrapped") | pl.col("_cont") if "_cont" in df.columns else pl.col("_wrapped")
+    kind = pl.when(piece).then(pl.lit(CONTINUATION))
     return df.with_columns(
         idx=pl.int_range(0, pl.len(), dtype=pl.Int64),
         text=clean(pl.col("text")),
         header=pl.lit(None, pl.String), kind=kind, source=pl.lit(None, pl.String),
         ts=pl.lit(None, pl.Datetime("us", "UTC")), ts_fmt=pl.lit(None, pl.String),
         **{c: pl.lit(None, _LINE_DTYPES[c]) for c in LINE_COLUMNS if c != "msg"},
-    ).drop("_cont", strict=False)
+    ).drop("_cont", "_wrapped", strict=False)
 
 
 def parse_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
