@@ -127,6 +127,13 @@ SCENARIOS = {
         "batch 10; their batch-12 gradient ALLREDUCE (divergence.seq) then fails with Connection closed by peer once "
         "it has left. Each rank's tqdm bar shows how far it got. With a validation all_reduce on the short rank "
         "instead, gloo aborts it (SIGABRT, received size larger than expected), a crash, not this rule's case."),
+    "uneven_shards_val": Scenario(
+        "uneven_shards_val", "rank_exited_early",
+        description="as uneven_shards, but the validation totals are all_reduced on a separate metrics process group: "
+        "the short rank waits there while the others wait in their next gradient all-reduce",
+        note="The collectives are on different process groups, so gloo neither aborts nor completes: every rank "
+        "times out after 20 s. divergence.seq is the default group's next SeqNum on the short rank, the others' "
+        "batch-12 gradient ALLREDUCE it never joins."),
 }
 
 
@@ -197,6 +204,7 @@ SAMPLE_LIST = [
     # train_prints.py: rules that read plain prints (print_order.sql) and progress bars (uneven_totals.sql)
     Sample("stall_before_ddp", 4, 2, timeout=60.0, script=TRAIN_PRINTS, interrupt_after=8.0),
     Sample("uneven_shards", 4, 3, script=TRAIN_PRINTS),
+    Sample("uneven_shards_val", 4, 3, script=TRAIN_PRINTS),
 ]
 
 

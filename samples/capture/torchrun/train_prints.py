@@ -15,6 +15,10 @@ over its own data loader. Run under torchrun; --scenario picks the fault:
                     all-reduces. (A validation all_reduce on that rank instead meets the others'
                     gradient bucket: on gloo that is a size mismatch that aborts the process,
                     "op.preamble.length <= op.nbytes", a crash rather than an early exit.)
+  uneven_shards_val the same shards, but validation totals are all_reduced on a separate metrics
+                    process group (created by every rank at setup): the short rank waits there,
+                    the others in their gradient all-reduce on the default group, and every rank
+                    times out.
 
 The rank where the fault happens writes what it did to $CAPTURE_TRUTH_DIR (outside the logs):
 its stage, and the 1-based SeqNum of the next collective on the default PG, the one where it
@@ -35,7 +39,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from tqdm import tqdm
 
-SCENARIOS = ("stall_before_ddp", "uneven_shards")
+SCENARIOS = ("stall_before_ddp", "uneven_shards", "uneven_shards_val")
 BATCH_SIZE = 16
 BATCHES_PER_SHARD = 3
 SHARDS_PER_RANK = 4
@@ -104,14 +108,16 @@ def make_loader(rank: int, names: list[str]) -> DataLoader:
     return DataLoader(TensorDataset(torch.cat(features), torch.cat(labels)), batch_size=BATCH_SIZE, shuffle=False)
 
 
-def validate(model: nn.Module, loader: DataLoader) -> torch.Tensor:
-    """Accuracy on this rank's own validation shard (no collective)."""
+def validate(model: nn.Module, loader: DataLoader, group=None) -> torch.Tensor:
+    """Accuracy on this rank's validation shard; summed over ranks on `group` if one is given."""
     model.eval()
     totals = torch.zeros(2)
     with torch.no_grad():
         for x, y in loader:
             totals += torch.tensor([float((model.module(x).argmax(1) == y).sum()), float(len(y))])
     model.train()
+    if group is not None:
+        dist.all_reduce(totals, group=group)
     return totals
 
 
@@ -120,6 +126,7 @@ def main() -> None:
     dist.init_process_group(backend="gloo", timeout=timedelta(seconds=args.timeout))
     rank, world_size = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
+    metrics_group = dist.new_group() if args.scenario == "uneven_shards_val" else None
 
     print(f"Rank {rank}: building model", flush=True)
     model = ImageHead()
@@ -154,11 +161,13 @@ def main() -> None:
             bar.set_postfix(loss=f"{loss.item() * ACCUMULATION_STEPS:.4f}")
         bar.close()
         if len(mine) < longest and epoch == args.epochs - 1:
+            action = "validated locally and left" if metrics_group is None else \
+                "all_reduced its validation totals on the metrics group"
             write_truth(args, rank, stage=f"epoch {epoch} validation", seq=next_seq(),
                         action=f"finished its epoch after {len(train_loader)} batches (others have "
-                               f"{longest * BATCHES_PER_SHARD}), validated locally and left while the others "
-                               f"still all_reduced gradients")
-        correct, seen = validate(model, val_loader).tolist()
+                               f"{longest * BATCHES_PER_SHARD}), {action} while the others still all_reduced "
+                               f"gradients")
+        correct, seen = validate(model, val_loader, metrics_group).tolist()
         print(f"Rank {rank}: epoch {epoch} val accuracy {correct / seen:.4f}", flush=True)
 
     print(f"Rank {rank}: training done", flush=True)
