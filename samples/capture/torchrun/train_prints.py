@@ -8,17 +8,14 @@ over its own data loader. Run under torchrun; --scenario picks the fault:
                     weights from shared storage); the others print "wrapping model in
                     DistributedDataParallel" and wait in DDP's first collective. Nobody times out
                     first: the user presses Ctrl-C (capture.py sends SIGINT to the agent).
-  uneven_shards     the training set is 4*world-1 shard files dealt round-robin, so the last rank
+  uneven_shards_val the training set is 4*world-1 shard files dealt round-robin, so the last rank
                     has one shard (3 batches) fewer; with gradient accumulation (no_sync) it
-                    finishes its epoch, validates on its own shard, prints its accuracy and leaves
-                    (destroy_process_group, exit 0) while the others are still issuing gradient
-                    all-reduces. (A validation all_reduce on that rank instead meets the others'
-                    gradient bucket: on gloo that is a size mismatch that aborts the process,
-                    "op.preamble.length <= op.nbytes", a crash rather than an early exit.)
-  uneven_shards_val the same shards, but validation totals are all_reduced on a separate metrics
-                    process group (created by every rank at setup): the short rank waits there,
-                    the others in their gradient all-reduce on the default group, and every rank
-                    times out.
+                    finishes its epoch, validates, and all_reduces its validation totals on a
+                    separate metrics process group (created by every rank at setup) while the
+                    others are still issuing gradient all-reduces on the default group: every rank
+                    waits until the process-group timeout. (On the default group that all_reduce
+                    would meet the others' gradient bucket: gloo aborts the receiver of the larger
+                    message, "op.preamble.length <= op.nbytes", a crash rather than an early exit.)
 
 The rank where the fault happens writes what it did to $CAPTURE_TRUTH_DIR (outside the logs):
 its stage, and the 1-based SeqNum of the next collective on the default PG, the one where it
@@ -39,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from tqdm import tqdm
 
-SCENARIOS = ("stall_before_ddp", "uneven_shards", "uneven_shards_val")
+SCENARIOS = ("stall_before_ddp", "uneven_shards_val")
 BATCH_SIZE = 16
 BATCHES_PER_SHARD = 3
 SHARDS_PER_RANK = 4
@@ -126,7 +123,7 @@ def main() -> None:
     dist.init_process_group(backend="gloo", timeout=timedelta(seconds=args.timeout))
     rank, world_size = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    metrics_group = dist.new_group() if args.scenario == "uneven_shards_val" else None
+    metrics_group = dist.new_group() if args.scenario == "uneven_shards_val" else None  # CPU-side metrics
 
     print(f"Rank {rank}: building model", flush=True)
     model = ImageHead()
@@ -161,12 +158,10 @@ def main() -> None:
             bar.set_postfix(loss=f"{loss.item() * ACCUMULATION_STEPS:.4f}")
         bar.close()
         if len(mine) < longest and epoch == args.epochs - 1:
-            action = "validated locally and left" if metrics_group is None else \
-                "all_reduced its validation totals on the metrics group"
             write_truth(args, rank, stage=f"epoch {epoch} validation", seq=next_seq(),
                         action=f"finished its epoch after {len(train_loader)} batches (others have "
-                               f"{longest * BATCHES_PER_SHARD}), {action} while the others still all_reduced "
-                               f"gradients")
+                               f"{longest * BATCHES_PER_SHARD}), all_reduced its validation totals on the metrics "
+                               f"group while the others still all_reduced gradients")
         correct, seen = validate(model, val_loader, metrics_group).tolist()
         print(f"Rank {rank}: epoch {epoch} val accuracy {correct / seen:.4f}", flush=True)
 
