@@ -12,7 +12,7 @@ import duckdb
 
 from .ranges import compress
 from .counters import difference, dtype_name, printed_fields, printed_label, seq_label, seq_printed
-from .verdict import Verdict, evidence, evidence_and_causes, line_text, remediation
+from .verdict import Verdict, evidence, evidence_and_causes, line_text, remediation, step_printed
 
 SCHEMA_VERSION = 1
 TIMELINE_ROWS = 200
@@ -82,7 +82,7 @@ def first_stalled(con, verdict: Verdict) -> dict | None:
                           order by ts desc nulls last, file, line limit 1""", [r["rank"], r["last_step"]]).fetchall()
     return {"rank": r["rank"], "host": r["host"], "pg": None, "counter": "progress_step",
             "last_seq": r["last_step"], "last_op": None, "last_seen": iso(r["last_step_at"] or r["last_seen"]),
-            "last_seq_label": printed_label("progress_step", r["last_step"], line_text(con, *step[0]) if step else None)}
+            "last_seq_label": step_printed(con, r["last_step"], *step[0]) if step else printed_label("progress_step", r["last_step"], None)}
 
 
 def divergence(con, culprits=()) -> dict | None:

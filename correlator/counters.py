@@ -52,7 +52,8 @@ PRINTED_FORMS = {
     "pg_seq": [r"work sequence id: {}", r"last enqueued (?:NCCL )?work: {}", r"detected by watchdog at work: {}",
                r"collective #{}", r"work: {}"],
     "fr_seq": [r"(?<=joining )collective(?:,? sequence number:)? {}", r"Collective sequence number: {}", r"sequence number:? {}"],
-    "progress_step": [r"(?i)\b(?:global[_ ])?(?:step|iteration|iter)[ =:#]*{}"],
+    # a tqdm bar counts `9/9 [00:02<00:00, ...]`
+    "progress_step": [r"(?i)\b(?:global[_ ])?(?:step|iteration|iter)[ =:#]*{}", r"(?<![\d/.]){}/\d+(?=\s*\[)"],
 }
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 

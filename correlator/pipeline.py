@@ -322,13 +322,15 @@ def decide_and_report(parsed: Parsed, inputs: Inputs):
 CITED_LINE = 4096   # characters of a line read back for the evidence
 
 
-def line_reader(paths: list[Path]) -> Callable[[str, set[int]], dict[int, str]]:
+def line_reader(paths: list[Path]) -> Callable[..., dict[int, str]]:
     """Reads given lines of a job's file back, for the evidence lines whose text the tables do not
     keep (of NCCL's COLL lines only a stream's last is kept as an event): (file, line numbers) ->
-    {line: text}, as the file prints it, invalid UTF-8 replaced; {} for a file it cannot read."""
+    {line: text}, as the file prints it, invalid UTF-8 replaced; {} for a file it cannot read.
+    `shown=True`: what a terminal shows of each line redrawn with `\\r` (a progress bar: one physical
+    line of every redraw), its last part that says something; lines without a `\\r` are left out."""
     sources: dict[str, Source] | None = None
 
-    def read(file: str, wanted: set[int]) -> dict[int, str]:
+    def read(file: str, wanted: set[int], shown: bool = False) -> dict[int, str]:
         nonlocal sources
         if sources is None:
             sources = {s.path: s for s in discover_paths(paths)[0]}
@@ -337,11 +339,17 @@ def line_reader(paths: list[Path]) -> Callable[[str, set[int]], dict[int, str]]:
             return out
         try:
             with src.open() as stream:
+                left = len(wanted)
                 for number, raw in enumerate(stream, 1):
-                    if number in wanted:
+                    if number not in wanted:
+                        continue
+                    if not shown:
                         out[number] = raw[:4 * CITED_LINE].decode("utf-8", "replace").rstrip("\r\n")[:CITED_LINE]
-                        if len(out) == len(wanted):
-                            break
+                    elif len(parts := [p for p in raw[-4 * CITED_LINE:].rstrip(b"\r\n").split(b"\r") if p.strip()]) > 1:
+                        out[number] = parts[-1].decode("utf-8", "replace")[:CITED_LINE]
+                    left -= 1
+                    if not left:
+                        break
         except (OSError, EOFError, ValueError):
             pass
         return out

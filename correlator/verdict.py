@@ -167,7 +167,17 @@ def _divergence_at(con: duckdb.DuckDBPyConnection) -> str | None:
 def _last_step_printed(con: duckdb.DuckDBPyConnection, step: int) -> str:
     row = con.execute("select file, line from progress where step = ? order by rank nulls last, file, line limit 1",
                       [step]).fetchall()
-    return printed_label("progress_step", step, line_text(con, *row[0]) if row else None)
+    return step_printed(con, step, *row[0]) if row else printed_label("progress_step", step, None)
+
+
+def step_printed(con: duckdb.DuckDBPyConnection, step: int, file: str, line: int) -> str:
+    """A step as the line that logged it prints it; of a line cut into pieces (a progress bar
+    redrawn with `\\r`: a piece per redraw), the piece that holds this step."""
+    usual = printed_label("progress_step", step, None)
+    texts = [t for (t,) in con.execute("select text from events where file = ? and line = ? and text is not null "
+                                       "order by kind, text", [file, line]).fetchall()]
+    labels = [printed_label("progress_step", step, t) for t in texts]
+    return next((label for label in labels if label != usual), labels[0] if labels else usual)
 
 
 def _stalled_without_seq(con: duckdb.DuckDBPyConnection) -> str:
@@ -428,6 +438,19 @@ def _cite(con: duckdb.DuckDBPyConnection, candidates: list[tuple], read_lines=No
     found: dict = {}
     for f, l, r, t in sorted(rows, key=lambda row: (row[2] != ranks.get(row[:2]), not (row[3] or "").strip())):
         found.setdefault((f, l), (r, t))
+    # a line cut at its `\r`s (a progress bar redrawn in place) has a piece per redraw: the one a
+    # terminal shows, its last, is cited (`9/9`, not the bar's `0/9`)
+    pieces: dict = {}
+    for f, l, r, t in rows:
+        if (t or "").strip() and r == found[(f, l)][0]:
+            pieces.setdefault((f, l), set()).add(t)
+    redrawn = [key for key, texts in pieces.items() if len(texts) > 1]
+    if redrawn and read_lines is not None:
+        for file in dict.fromkeys(f for f, _ in redrawn):
+            for l, last in read_lines(file, {n for f, n in redrawn if f == file}, shown=True).items():
+                shown = [t for t in pieces[(file, l)] if t.strip() in last]
+                if shown:
+                    found[(file, l)] = (found[(file, l)][0], max(shown, key=len))
     read: set = set()
     out, seen = [], set()
     for key in order:

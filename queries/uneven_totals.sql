@@ -7,7 +7,8 @@ create or replace temp table short_totals as
 with last as (
     select rank, file, line, step, total from progress
     where rank is not null and total is not null and total > 0
-    qualify row_number() over (partition by rank order by ts desc nulls last, file desc, line desc) = 1
+    -- a bar redrawn with `\r` in a file is one physical line of many rows (one per redraw, counting up)
+    qualify row_number() over (partition by rank order by ts desc nulls last, file desc, line desc, step desc) = 1
 ), finished as (
     select * from last where step = total
 ), running as (

@@ -169,6 +169,9 @@ FIRST_LINE = {
     "tr-lone_health_check-4-fr": "flight_recorder/fr_trace_rank_0:15",     # fr_skipped_seq: the others' ALLREDUCE seq 15 (rank 2 skips it)
     "tr-alltoall_split_mismatch-4-fr": "flight_recorder/fr_trace_rank_2:18",   # fr_alltoall_totals: rank 2's ALLTOALL at seq 18
     "tr-async_extra_broadcast-4-fr": "flight_recorder/fr_trace_rank_0:18",     # sequence_shifted: rank 0's extra BROADCAST at seq 18
+    # train_prints.py captures (print() stages, a tqdm bar per rank)
+    "tr-stall_before_ddp-4": "torchrun/none_it7y39op/attempt_0/2/stdout.log:2",   # prints_stopped_short: Rank 2: moving model to cpu (its last print)
+    "tr-uneven_shards_val-4": "torchrun/none_6rqfqxt8/attempt_0/3/stderr.log:1",  # ran_out_of_batches: rank 3's bar (one line of \r redraws, to 9/9)
 }
 
 

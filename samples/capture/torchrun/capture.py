@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SAMPLES = HERE.parent.parent
 TRAIN = HERE / "train.py"
+TRAIN_PRINTS = HERE / "train_prints.py"  # print()-and-tqdm reporting, for the print/progress rules
 LAUNCH = HERE / "launch.py"
 RUN_TIMEOUT_SECONDS = 180
 
@@ -108,6 +110,25 @@ SCENARIOS = {
         "never waited, and goes on into the next step",
         note="The extra broadcast and the next gradient ALLREDUCE (one seq later on the injected rank than on the others) "
         "wait until the timeout. A collective issued by one rank only: culprit by the minority convention."),
+    # train_prints.py: plain `Rank r: ...` prints and a tqdm bar per rank instead of the logging module
+    "stall_before_ddp": Scenario(
+        "stall_before_ddp", "rank_stalled", divergence_known=False,
+        description="the injected rank blocks reading its pretrained weights (a 120 s sleep) after printing "
+        "'moving model', while the others print 'wrapping model in DistributedDataParallel' and wait in DDP's first "
+        "collective; after 8 s the user presses Ctrl-C (SIGINT to the torchrun agent)",
+        note="No rank times out (the 20 s gloo timeout comes later than the Ctrl-C): the agent forwards SIGINT to every "
+        "worker. The culprit never issued a collective; injected.seq is the one the others wait in."),
+    "uneven_shards_val": Scenario(
+        "uneven_shards_val", "rank_exited_early",
+        description="15 training shards dealt round-robin over 4 ranks: the last rank has 9 batches, the others 12; "
+        "with gradient accumulation (DDP no_sync every other batch) it finishes its epoch, validates and all_reduces "
+        "its validation totals on a separate metrics process group while the others are still in their gradient "
+        "all-reduces",
+        note="The short rank's last gradient ALLREDUCE (its batch 9, synced as the epoch's last) meets the others' "
+        "batch 10; then it waits on the metrics group, they in their batch-12 gradient ALLREDUCE on the default "
+        "group (divergence.seq), and every rank times out after 20 s. Each rank's tqdm bar shows how far it got. "
+        "(With the validation all_reduce on the default group, gloo aborts the short rank instead, SIGABRT on "
+        "'op.preamble.length <= op.nbytes': a crash, not this case.)"),
 }
 
 
@@ -123,6 +144,8 @@ class Sample:
     extra_args: tuple = ()
     notes: str = ""
     env: dict = field(default_factory=dict)
+    script: Path = TRAIN
+    interrupt_after: float | None = None  # seconds after the fault to send SIGINT to the agent (a Ctrl-C)
 
     @property
     def name(self) -> str:
@@ -173,6 +196,9 @@ SAMPLE_LIST = [
     Sample("lone_health_check", 4, 2, flight_recorder=True, record=True),
     Sample("alltoall_split_mismatch", 4, 2, flight_recorder=True, record=True),
     Sample("async_extra_broadcast", 4, 0, flight_recorder=True, record=True),
+    # train_prints.py: rules that read plain prints (print_order.sql) and progress bars (uneven_totals.sql)
+    Sample("stall_before_ddp", 4, 2, timeout=60.0, script=TRAIN_PRINTS, interrupt_after=8.0),
+    Sample("uneven_shards_val", 4, 3, script=TRAIN_PRINTS),
 ]
 
 
@@ -202,7 +228,7 @@ def torchrun_command(sample: Sample, logs: Path) -> list[str]:
         "--nproc-per-node", str(sample.nranks),
         "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
         "--log-dir", str(logs / "torchrun"), "--redirects", "3", "--tee", "3",
-        str(TRAIN), "--scenario", sample.scenario, "--fault-rank", str(sample.fault_rank),
+        str(sample.script), "--scenario", sample.scenario, "--fault-rank", str(sample.fault_rank),
         "--timeout", str(sample.timeout), *(["--record"] if sample.record else []), *sample.extra_args,
     ]
 
@@ -256,6 +282,17 @@ def build_expected(sample: Sample, command: list[str], env: dict, truth_dir: Pat
     }
 
 
+def interrupt_when_hung(proc: subprocess.Popen, truth_dir: Path, seconds: float) -> None:
+    """Ctrl-C: SIGINT to the agent `seconds` after the fault rank recorded its fault (the job hangs from there)."""
+    deadline = time.monotonic() + RUN_TIMEOUT_SECONDS
+    while not any(truth_dir.glob("fault_rank*.json")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+
+
 def capture(sample: Sample, root: Path = SAMPLES) -> dict:
     out = root / sample.name
     shutil.rmtree(out, ignore_errors=True)
@@ -267,7 +304,10 @@ def capture(sample: Sample, root: Path = SAMPLES) -> dict:
         command = torchrun_command(sample, logs)
         started = time.monotonic()
         with open(logs / "console.log", "w") as console:
-            proc = subprocess.run(command, env=env, stdout=console, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_SECONDS)
+            proc = subprocess.Popen(command, env=env, stdout=console, stderr=subprocess.STDOUT)
+            if sample.interrupt_after is not None:
+                interrupt_when_hung(proc, truth_dir, sample.interrupt_after)
+            proc.wait(timeout=RUN_TIMEOUT_SECONDS)
         expected = build_expected(sample, command, env, truth_dir, time.monotonic() - started, proc.returncode)
     (out / "expected.json").write_text(json.dumps(expected, indent=2) + "\n")
     return expected
