@@ -192,6 +192,8 @@ SAMPLE_LIST = [
     Sample("silent_exit", 4, 2),
     # Flight Recorder rules that need a tie (two ranks) or a fault the DDP steps alone do not have
     Sample("shape_mismatch", 2, 1, flight_recorder=True, record=True),
+    # ... and a majority: three ranks' dumps agree at the seq where the fourth's size differs
+    Sample("shape_mismatch", 4, 3, flight_recorder=True, record=True),
     Sample("op_order_mismatch", 2, 1, flight_recorder=True, record=True),
     Sample("lone_health_check", 4, 2, flight_recorder=True, record=True),
     Sample("alltoall_split_mismatch", 4, 2, flight_recorder=True, record=True),
