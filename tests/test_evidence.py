@@ -165,6 +165,7 @@ FIRST_LINE = {
     "lightning-torchrun-straggler-4": "torchrun/none_ly2qkaxj/attempt_0/3/stderr.log:11",   # slow_rank: [rank: 3] Epoch 0, global step 8/8: train_loss=1.3703 data_time=0.300s
     # the gloo Flight Recorder rule captures (samples/capture/torchrun, 2026-12-01)
     "tr-shape_mismatch-2-fr": "flight_recorder/fr_trace_rank_1:16",        # fr_split_without_majority: rank 1's ALLREDUCE numel_in=3 at seq 16
+    "tr-shape_mismatch-4-fr": "flight_recorder/fr_trace_rank_3:16",        # sequence_split: rank 3's ALLREDUCE numel_in=3 at seq 16, the others' 2
     "tr-op_order_mismatch-2-fr": "flight_recorder/fr_trace_rank_1:16",     # fr_order_without_majority: rank 1's BROADCAST at seq 16
     "tr-lone_health_check-4-fr": "flight_recorder/fr_trace_rank_0:15",     # fr_skipped_seq: the others' ALLREDUCE seq 15 (rank 2 skips it)
     "tr-alltoall_split_mismatch-4-fr": "flight_recorder/fr_trace_rank_2:18",   # fr_alltoall_totals: rank 2's ALLTOALL at seq 18
