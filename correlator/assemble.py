@@ -121,7 +121,7 @@ def _divergence(con) -> dict | None:
     if not d:
         return None
     d = d[0]
-    groups = _rows(con, "select ranks, op, numel, dtype from seq_groups where pg = ? and counter = ? and seq = ? order by n desc",
+    groups = _rows(con, "select ranks, op, numel, dtype from seq_groups where pg = ? and counter = ? and seq = ? order by n desc, list_min(ranks)",
                    [d["pg"], d["counter"], d["seq"]])
     issued = {r for g in groups for r in g["ranks"]}
     members = [r[0] for r in con.execute(

@@ -166,6 +166,15 @@ FIRST_LINE = {
     # the gloo Flight Recorder rule captures (samples/capture/torchrun, 2026-12-01)
     "tr-shape_mismatch-2-fr": "flight_recorder/fr_trace_rank_1:16",        # fr_split_without_majority: rank 1's ALLREDUCE numel_in=3 at seq 16
     "tr-shape_mismatch-4-fr": "flight_recorder/fr_trace_rank_3:16",        # sequence_split: rank 3's ALLREDUCE numel_in=3 at seq 16, the others' 2
+    "ddp-mpirun-after_loop_barrier-4": "console.log:39",      # waited_after_others_left: rank 0's last step before the barrier only it ran
+    "ddp-torchrun-after_loop_barrier-4": "torchrun/none_kulvq6ba/attempt_0/0/stderr.log:9",  # the same under torchrun
+    "ddp-mpirun-bad_master_addr-4": "console.log:2",          # init_errors: c10d cannot resolve MASTER_ADDR
+    "ddp-mpirun-error_all-4-untagged": "console.log:9",       # crash_of_unknown_rank: the FileNotFoundError, no rank tag
+    "ddp-mpirun-missing_ranks-4": "console.log:47",           # init_errors: DistStoreError, 2/4 clients joined
+    "ddp-mpirun-missing_ranks_cancelled-4": "console.log:1",  # members_never_appeared: rank 0 states world_size=4
+    "ddp-torchrun-gather_shape_mismatch-4": "torchrun/none_emwo4jzo/attempt_0/2/stderr.log:6",  # shape_print_minority: rank 2's shape=[15, 4]
+    "ddp-torchrun-rank0_eval_broadcast-4": "torchrun/none_m2eib78s/attempt_0/0/stderr.log:4",   # silent_while_others_timed_out: rank 0's last line
+    "fsdp-torchrun-op_order_pair-2-detail": "torchrun/none_pezzkzwz/attempt_0/0/stderr.log:89",  # runtime_named_mismatch_without_majority: DETAIL's mismatch
     "tr-op_order_mismatch-2-fr": "flight_recorder/fr_trace_rank_1:16",     # fr_order_without_majority: rank 1's BROADCAST at seq 16
     "tr-lone_health_check-4-fr": "flight_recorder/fr_trace_rank_0:15",     # fr_skipped_seq: the others' ALLREDUCE seq 15 (rank 2 skips it)
     "tr-alltoall_split_mismatch-4-fr": "flight_recorder/fr_trace_rank_2:18",   # fr_alltoall_totals: rank 2's ALLTOALL at seq 18

@@ -1,5 +1,6 @@
-"""Hard-wrapped pastes (parsers/wrapped.py): a paste copied from a terminal of any width reads as
-the paste it was before the terminal cut its lines, and no log that is not wrapped is joined."""
+"""The shapes a paste takes on its way to a bug report: cut at a terminal's width (parsers/wrapped.py)
+or quoted in a reply (the `quoted_paste` wrapper). Each reads as the paste it was, and no log that
+is not in such a shape is changed."""
 from __future__ import annotations
 
 import json
@@ -29,6 +30,10 @@ def _cut(text: str, width: int) -> str:
     return "\n".join(rows)
 
 
+def _quoted(text: str) -> str:
+    return "\n".join("> " + line for line in text.split("\n"))
+
+
 def _verdict(path: Path) -> tuple:
     v = analyze(path).report["verdict"]
     return v["kind"], v["culprit_ranks"], v["rule"]
@@ -39,6 +44,13 @@ def _verdict(path: Path) -> tuple:
 def test_a_paste_cut_at_a_terminals_width_keeps_its_verdict(tmp_path, case, width):
     source = next(p for p in (REALWORLD / case / "logs").iterdir() if p.is_file())
     (tmp_path / source.name).write_text(_cut(source.read_text(), width))
+    assert _verdict(tmp_path) == _verdict(REALWORLD / case / "logs")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_quoted_paste_keeps_its_verdict(tmp_path, case):
+    source = next(p for p in (REALWORLD / case / "logs").iterdir() if p.is_file())
+    (tmp_path / source.name).write_text(_quoted(source.read_text()))
     assert _verdict(tmp_path) == _verdict(REALWORLD / case / "logs")
 
 

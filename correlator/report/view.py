@@ -357,7 +357,8 @@ def timeline_section(report: dict, before: int = TIMELINE_BEFORE, after: int = T
     earlier, later = start, len(events) - start - len(shown)
     parts = [f"+{n} {word} event{'s' if n != 1 else ''}" for n, word in ((earlier, "earlier"), (later, "later")) if n]
     held = f"{', '.join(parts)} in this report" if parts else ""
-    more = "; ".join(p for p in (held, "correlator timeline JOB_DIR shows every event") if p)
+    # said only where this table leaves events out (the renderers show it only then)
+    more = "; ".join((held, "correlator timeline JOB_DIR shows every event")) if parts else ""
     table = Table(["time", "rank", "kind", "file:line", "text"], rows, earlier + later, "events", frozenset({3}),
                   below=frozenset({3, 4}), more_text=more)
     return Section("Timeline", tables=[(caption, table)])
