@@ -23,8 +23,6 @@ left the common path.
 """
 
 import argparse
-import json
-import os
 import time
 import zlib
 from datetime import timedelta
@@ -35,6 +33,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from tqdm import tqdm
+
+from train import next_seq, write_truth  # the sibling workload's truth record, one format for capture.py
 
 SCENARIOS = ("stall_before_ddp", "uneven_shards_val")
 BATCH_SIZE = 16
@@ -53,20 +53,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--record", action="store_true", help="accepted for capture.py; unused")
     return parser.parse_args()
-
-
-def next_seq() -> int:
-    """1-based SeqNum of the next collective on the default PG (same numbering as Flight Recorder)."""
-    return dist.group.WORLD._get_sequence_number_for_group() + 1
-
-
-def write_truth(args, rank: int, **facts) -> None:
-    truth_dir = os.environ.get("CAPTURE_TRUTH_DIR")
-    if not truth_dir:
-        return
-    facts = {"rank": rank, "scenario": args.scenario, "time": time.time(), **facts}
-    with open(os.path.join(truth_dir, f"fault_rank{rank}.json"), "w") as f:
-        json.dump(facts, f)
 
 
 class ImageHead(nn.Module):
