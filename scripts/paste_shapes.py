@@ -14,22 +14,13 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
-from correlator.pipeline import analyze
+sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+from realworld_check import ROOT, cut_at_width, quoted  # noqa: E402
 
-ROOT = Path(__file__).parent.parent / "tests" / "realworld"
-
-
-def cut_at(width: int):
-    def cut(text: str) -> str:
-        rows = []
-        for line in text.split("\n"):
-            while len(line) > width:
-                rows, line = rows + [line[:width]], line[width:]
-            rows.append(line)
-        return "\n".join(rows)
-    return cut
+from correlator.pipeline import analyze  # noqa: E402
 
 
 def _lines(change):
@@ -37,10 +28,10 @@ def _lines(change):
 
 
 SHAPES = {
-    "cut80": cut_at(80), "cut120": cut_at(120), "cut200": cut_at(200),
+    **{f"cut{width}": partial(cut_at_width, width=width) for width in (80, 120, 200)},
     "crlf": lambda text: text.replace("\n", "\r\n"),
     "ansi": _lines(lambda l: f"\x1b[33m{l}\x1b[0m" if "WARN" in l or "rror" in l else l),
-    "quoted": _lines(lambda l: "> " + l),
+    "quoted": quoted,
     "head_lost": lambda text: "\n".join(text.split("\n")[len(text.split("\n")) // 5:]),
     "blank_doubled": lambda text: text.replace("\n", "\n\n"),
     "indented": _lines(lambda l: "    " + l if l else l),

@@ -79,3 +79,19 @@ def false_healthy(report: dict, want: dict) -> bool:
 
 def false_alarm(report: dict, want: dict) -> bool:
     return want["kind"] == "healthy" and report["verdict"]["kind"] != "healthy"
+
+
+# The shapes a paste takes on its way to a bug report (scripts/paste_shapes.py, tests/test_wrapped.py).
+def cut_at_width(text: str, width: int) -> str:
+    """What a terminal of `width` columns shows: every longer line cut at the width."""
+    rows = []
+    for line in text.split("\n"):
+        while len(line) > width:
+            rows, line = rows + [line[:width]], line[width:]
+        rows.append(line)
+    return "\n".join(rows)
+
+
+def quoted(text: str) -> str:
+    """The text quoted in a reply (Markdown, e-mail)."""
+    return "\n".join("> " + line for line in text.split("\n"))

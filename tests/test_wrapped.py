@@ -3,7 +3,6 @@ or quoted in a reply (the `quoted_paste` wrapper). Each reads as the paste it wa
 is not in such a shape is changed."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import polars as pl
@@ -11,6 +10,7 @@ import pytest
 
 from correlator.parsers.wrapped import join_wrapped_rows
 from correlator.pipeline import analyze
+from realworld_check import cut_at_width, quoted
 
 ROOT = Path(__file__).parent.parent
 REALWORLD = ROOT / "tests" / "realworld"
@@ -18,20 +18,6 @@ REALWORLD = ROOT / "tests" / "realworld"
 # fingerprints, NCCL COLL lines, a desync report
 CASES = ["a-watchdog_2x--truncated-broadcast-rank0-silent", "a-detail_mismatch--sae-save-early-return-rank0-barrier",
          "b-nccl_info_coll--allgather-vs-allreduce", "a-desync_report--node3-never-joined"]
-
-
-def _cut(text: str, width: int) -> str:
-    """What a terminal of `width` columns shows: every longer line cut at the width."""
-    rows = []
-    for line in text.split("\n"):
-        while len(line) > width:
-            rows, line = rows + [line[:width]], line[width:]
-        rows.append(line)
-    return "\n".join(rows)
-
-
-def _quoted(text: str) -> str:
-    return "\n".join("> " + line for line in text.split("\n"))
 
 
 def _verdict(path: Path) -> tuple:
@@ -43,14 +29,14 @@ def _verdict(path: Path) -> tuple:
 @pytest.mark.parametrize("case", CASES)
 def test_a_paste_cut_at_a_terminals_width_keeps_its_verdict(tmp_path, case, width):
     source = next(p for p in (REALWORLD / case / "logs").iterdir() if p.is_file())
-    (tmp_path / source.name).write_text(_cut(source.read_text(), width))
+    (tmp_path / source.name).write_text(cut_at_width(source.read_text(), width))
     assert _verdict(tmp_path) == _verdict(REALWORLD / case / "logs")
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_quoted_paste_keeps_its_verdict(tmp_path, case):
     source = next(p for p in (REALWORLD / case / "logs").iterdir() if p.is_file())
-    (tmp_path / source.name).write_text(_quoted(source.read_text()))
+    (tmp_path / source.name).write_text(quoted(source.read_text()))
     assert _verdict(tmp_path) == _verdict(REALWORLD / case / "logs")
 
 
@@ -78,7 +64,7 @@ def test_the_first_row_gets_the_whole_line_and_the_rest_stay_pieces():
              "[E ProcessGroupNCCL.cpp:828] [Rank 2] Watchdog caught collective operation timeout: "
              "WorkNCCL(SeqNum=614219, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800301 ms.",
              "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:565 (most recent call first):"]
-    rows = _cut("\n".join(lines), 64).split("\n")
+    rows = cut_at_width("\n".join(lines), 64).split("\n")
     frame = pl.DataFrame({"file": ["paste"] * len(rows), "line": list(range(1, len(rows) + 1)), "text": rows})
     out = join_wrapped_rows(frame)
     firsts = out.filter(~pl.col("_wrapped"))["text"].to_list()
