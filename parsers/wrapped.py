@@ -39,7 +39,13 @@ def join_wrapped_rows(df: pl.DataFrame) -> pl.DataFrame:
     width = row.str.len_chars()
     w, top = pl.col("_w"), pl.col("_w").max()
     padded = pl.col("text").str.contains(r"\S  +\r?$")
-    per_file = df.lazy().with_columns(_w=width).with_columns(
+    # the cheap test first, on every batch (the hot path): a width in range, reached three times;
+    # only the files that pass are read further
+    maybe = df.lazy().select("file", _w=width).group_by("file").agg(W=top, at_w=(w == top).sum()).filter(
+        pl.col("W").is_between(MIN_WIDTH, MAX_WIDTH) & (pl.col("at_w") >= 3)).select("file").collect()
+    if maybe.is_empty():
+        return df.with_columns(_wrapped=pl.lit(False))
+    per_file = df.lazy().filter(pl.col("file").is_in(maybe["file"].implode())).with_columns(_w=width).with_columns(
         _next=pl.col("_w").shift(-1).over("file", order_by=_ORDER),
         _next_padded=padded.shift(-1).over("file", order_by=_ORDER),
         _padded=padded,
