@@ -18,10 +18,19 @@ A row continues into the next when it is W characters long and not padded (does 
 spaces), neither it nor the next is a table row or rule (`| ... |`, `+----+`, `=====`), and the
 next physical line is not blank and does not open as it does, or as a row that surely begins a
 line (after a shorter one) opens, digits aside: the lines of one template, a logger's prefix,
-open alike; a cut in the middle of a line does not. At most MAX_ROWS rows are one line."""
+open alike; a cut in the middle of a line does not. At most MAX_ROWS rows are one line.
+
+A row that holds a whole line of the fixed-layout format the bulk lane reads (NCCL's COLL lines,
+parsers/bulk/) is a line of its own and is set aside before any of this: the bulk lane takes such
+rows out of the batch before the engine sees it, and both lanes must read a file alike."""
 from __future__ import annotations
 
+import re
+from functools import cache
+
 import polars as pl
+
+from .spec import registry
 
 MIN_WIDTH, MAX_WIDTH, MAX_ROWS = 60, 400, 40
 _TABLE_ROW = r"^\s*[|+*=#~─━│┃┌┏└┗├╭╰-].*[|+*=#~─━│┃┐┓┘┛┤╮╯-]\s*$"
@@ -33,8 +42,25 @@ def _opening(text: pl.Expr) -> pl.Expr:
     return text.str.slice(0, 4).str.replace_all(r"\d", "#")
 
 
+@cache
+def _fixed_layout_line() -> str | None:
+    """A regex for a whole line of the bulk lane's formats (their split and their own regex)."""
+    specs = [s for s in registry() if s.bulk]
+    return "|".join(f"(?:{re.escape(s.bulk['after'])}{s.regex.removeprefix('^')})" for s in specs) or None
+
+
 def join_wrapped_rows(df: pl.DataFrame) -> pl.DataFrame:
     """The rows of each hard-wrapped line joined into its first row; the rest flagged `_wrapped`."""
+    fixed = _fixed_layout_line()
+    whole = df["text"].str.contains(fixed).fill_null(False) if fixed else None
+    if whole is None or not whole.any():
+        return _join(df)
+    rest = _join(df.with_row_index("_at").filter(~whole))
+    kept = df.with_row_index("_at").filter(whole).with_columns(_wrapped=pl.lit(False))
+    return pl.concat([rest, kept.select(rest.columns)]).sort("_at").drop("_at")
+
+
+def _join(df: pl.DataFrame) -> pl.DataFrame:
     row = pl.col("text").str.strip_chars_end("\r\n")
     width = row.str.len_chars()
     w, top = pl.col("_w"), pl.col("_w").max()
