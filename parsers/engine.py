@@ -364,7 +364,52 @@ def parse_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
 
     Returns the per-line frame (idx, file, line, resolved host/pid/rank/local_rank/ts, header,
     kind, source, level, text, and the wrapper columns) and the emitted (spec, rows) pairs.
+
+    A paste indented as a Markdown code block (four spaces, a tab, a list item's indent) has every
+    line indented, and no format opens so. But some logs indent every line of their own (a py-spy
+    dump's frames, a traceback's), so a file whose every non-blank line is indented is read both
+    ways, and keeps the indent unless more is recognised without it (kinds, headers, times and
+    ranks, line by line). Only such files pay for it: a log's lines mostly open at column one.
     """
+    indented = _indented_files(df)
+    if indented is None:
+        return _parse(df)
+    trial = df.join(indented, on="file", how="inner", maintain_order="left")
+    as_is, dedented = _parse(trial.drop("_indent")), _parse(trial.with_columns(text=_DEDENT).drop("_indent"))
+    better = _recognised(as_is[0]).join(_recognised(dedented[0]), on="file", suffix="_dedented").filter(
+        pl.col("recognised_dedented") > pl.col("recognised"))["file"]
+    if trial.height == df.height and better.len() in (0, indented.height):  # a paste: one reading for all
+        return dedented if better.len() else as_is
+    chosen = indented.filter(pl.col("file").is_in(better.implode()))
+    return _parse(df.join(chosen, on="file", how="left", maintain_order="left").with_columns(
+        text=pl.when(pl.col("_indent").is_not_null()).then(_DEDENT).otherwise("text")).drop("_indent"))
+
+
+_BLANK = pl.col("text").str.strip_chars() == ""
+_DEDENT = pl.when(_BLANK).then(pl.col("text")).otherwise(pl.col("text").str.slice(pl.col("_indent")))
+
+
+def _indented_files(df: pl.DataFrame) -> pl.DataFrame | None:
+    """(file, _indent): the files whose every non-blank line is indented, and by how much at least."""
+    text = pl.col("text")
+    flush = ~_BLANK & ~text.str.starts_with(" ") & ~text.str.starts_with("\t")
+    # the cheap test first (the hot path): a batch of one file (group_frame keeps a file's lines
+    # together) with a line at the first column
+    if df.is_empty() or df.select((pl.col("file").first() == pl.col("file").last()) & flush.any()).item():
+        return None
+    indent = pl.when(~_BLANK).then(text.str.len_chars() - text.str.strip_chars_start(" \t").str.len_chars())
+    files = df.group_by("file").agg(_indent=indent.min(), _flush=flush.any()).filter(
+        ~pl.col("_flush") & (pl.col("_indent") > 0)).select("file", "_indent")
+    return None if files.is_empty() else files
+
+
+def _recognised(parsed: pl.DataFrame) -> pl.DataFrame:
+    """(file, recognised): per file, what the parse made of its lines: kinds, headers, times, ranks."""
+    read = [pl.col("kind") != "other", *(pl.col(c).is_not_null() for c in ("header", "ts", "rank"))]
+    return parsed.group_by("file").agg(recognised=pl.sum_horizontal(read).sum())
+
+
+def _parse(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
     df = _apply_headers(join_partial_records(_apply_wrappers(apply_sections(_prepare(df)))))
     df, emitted = _apply_messages(df)
     df = df.with_columns(

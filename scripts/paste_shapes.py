@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-from realworld_check import ROOT, cut_at_width, quoted  # noqa: E402
+from realworld_check import ROOT, cut_at_width, indented, quoted  # noqa: E402
 
 from correlator.pipeline import analyze  # noqa: E402
 
@@ -34,7 +34,7 @@ SHAPES = {
     "quoted": quoted,
     "head_lost": lambda text: "\n".join(text.split("\n")[len(text.split("\n")) // 5:]),
     "blank_doubled": lambda text: text.replace("\n", "\n\n"),
-    "indented": _lines(lambda l: "    " + l if l else l),
+    "indented": indented,
 }
 
 

@@ -95,3 +95,8 @@ def cut_at_width(text: str, width: int) -> str:
 def quoted(text: str) -> str:
     """The text quoted in a reply (Markdown, e-mail)."""
     return "\n".join("> " + line for line in text.split("\n"))
+
+
+def indented(text: str, indent: str = "    ") -> str:
+    """The text as a Markdown code block by indentation (or inside a list item): blank lines stay blank."""
+    return "\n".join(indent + line if line else line for line in text.split("\n"))

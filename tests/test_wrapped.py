@@ -1,6 +1,6 @@
-"""The shapes a paste takes on its way to a bug report: cut at a terminal's width (parsers/wrapped.py)
-or quoted in a reply (the `quoted_paste` wrapper). Each reads as the paste it was, and no log that
-is not in such a shape is changed."""
+"""The shapes a paste takes on its way to a bug report: cut at a terminal's width (parsers/wrapped.py),
+quoted in a reply (the `quoted_paste` wrapper) or indented as a code block (engine.parse_frame).
+Each reads as the paste it was, and no log that is not in such a shape is changed."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,9 +8,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from correlator.parsers.engine import FileContext, parse_batch
 from correlator.parsers.wrapped import join_wrapped_rows
 from correlator.pipeline import analyze
-from realworld_check import cut_at_width, quoted
+from realworld_check import cut_at_width, indented, quoted
 
 ROOT = Path(__file__).parent.parent
 REALWORLD = ROOT / "tests" / "realworld"
@@ -38,6 +39,25 @@ def test_a_quoted_paste_keeps_its_verdict(tmp_path, case):
     source = next(p for p in (REALWORLD / case / "logs").iterdir() if p.is_file())
     (tmp_path / source.name).write_text(quoted(source.read_text()))
     assert _verdict(tmp_path) == _verdict(REALWORLD / case / "logs")
+
+
+@pytest.mark.parametrize("indent", ["    ", "\t", "  "])
+@pytest.mark.parametrize("case", CASES)
+def test_a_paste_indented_as_a_code_block_keeps_its_verdict(tmp_path, case, indent):
+    source = next(p for p in (REALWORLD / case / "logs").iterdir() if p.is_file())
+    (tmp_path / source.name).write_text(indented(source.read_text(), indent))
+    assert _verdict(tmp_path) == _verdict(REALWORLD / case / "logs")
+
+
+def test_a_log_that_indents_its_own_lines_keeps_them():
+    """py-spy's frames and a traceback's open with spaces of their own: read as they are."""
+    frames = ["    all_reduce (torch/distributed/distributed_c10d.py:2501)",
+              "    train_step (train.py:88)",
+              '  File "/srv/train.py", line 88, in train_step',
+              "    loss = model(batch)"]
+    df, _ = parse_batch(pl.Series("text", frames, dtype=pl.String), 1, FileContext("f.log"))
+    assert df["text"].to_list() == frames
+    assert df["kind"].to_list()[:2] == ["stack_frame", "stack_frame"]
 
 
 def _joined(path: Path) -> int:
