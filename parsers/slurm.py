@@ -50,9 +50,18 @@ def _add_records(result: FileResult, records: pl.DataFrame, source: str) -> None
 
 # sacct --parsable2: a header line, `|`-separated fields, one row per job and per step.
 
+def _all_lines(head: bytes, pattern: bytes) -> bool:
+    """Every whole line of the head (the last may be cut by the read) that is not blank matches:
+    a file that holds more than the records (a paste of sacct's output and the job's log, `cat`
+    of several files) is a log, read line by line, not these records."""
+    lines = head.split(b"\n")
+    lines = lines[:-1] if len(lines) > 1 else lines
+    return all(re.match(pattern, line) for line in lines if line.strip())
+
+
 def _claims_sacct(path: str, head: bytes) -> bool:
     first = head.split(b"\n", 1)[0]
-    return first.startswith(b"JobID|") and b"|State" in first
+    return first.startswith(b"JobID|") and b"|State" in first and _all_lines(head, rb"[^|]*\|")
 
 
 def parse_sacct(data: bytes, result: FileResult) -> None:
@@ -71,11 +80,11 @@ def parse_sacct(data: bytes, result: FileResult) -> None:
 # jobcomp/filetxt: one record per line, same `Key=Value` tokens.
 
 def _claims_scontrol(path: str, head: bytes) -> bool:
-    return re.match(rb"JobId=\d\S* JobName=", head) is not None
+    return re.match(rb"JobId=\d\S* JobName=", head) is not None and _all_lines(head, rb"\s*[A-Za-z][\w:/.]*=")
 
 
 def _claims_jobcomp(path: str, head: bytes) -> bool:
-    return re.match(rb"JobId=\d\S* UserId=\S+ GroupId=", head) is not None
+    return re.match(rb"JobId=\d\S* UserId=\S+ GroupId=", head) is not None and _all_lines(head, rb"JobId=\d")
 
 
 def _kv_records(lines: pl.DataFrame, starts: pl.Expr) -> pl.DataFrame:

@@ -74,3 +74,11 @@ with lines as (
 )
 select l.file, l.line, row_number() over (order by not list_contains(d.culprits, l.rank), l.rank, l.file, l.line) as k
 from lines l, fr_divergence d;
+
+-- Whether the dumps can show agreement (the healthy rule reads it): how many ranks dumped, and
+-- how many members of their groups did not. One dump, or dumps whose rank is unknown, agree with
+-- nothing; a member without a dump may be the one that stopped.
+create or replace temp table fr_coverage as
+select (select count(*) from fr_dump_of_rank) as dumped,
+       (select count(*) from fr_group g, unnest(g.members) as m(r)
+        where not exists (select 1 from fr_dump_of_rank d where d.rank = m.r)) as undumped;

@@ -10,3 +10,4 @@ create or replace temp table fr_facts (
     fr_pg varchar, fr_counter varchar, fr_seq varchar, fr_owner bigint, fr_peer bigint, fr_op varchar,
     fr_ops varchar, fr_in_total hugeint, fr_out_total hugeint);
 create or replace temp table fr_evidence (file varchar, line bigint, k bigint);
+create or replace temp table fr_coverage as select cast(0 as bigint) as dumped, cast(0 as bigint) as undumped;

@@ -209,7 +209,7 @@ def test_fr_none_gives_the_columns_of_the_fr_stages(con):
     _dumps(con, {0: [dict(op="all_reduce", seq=1)], 1: [dict(op="all_reduce", seq=1)]})
     _run(con)
     real = {t: _one(con, f"select column_name, column_type from (describe {t})")
-            for t in ("fr_divergence", "fr_divergence_ops", "fr_facts", "fr_evidence")}
+            for t in ("fr_divergence", "fr_divergence_ops", "fr_facts", "fr_evidence", "fr_coverage")}
     queries.run(con, "fr_none")
     for table, columns in real.items():
         assert _one(con, f"select column_name, column_type from (describe {table})") == columns, table
@@ -251,3 +251,17 @@ def test_a_process_wide_count_is_compared_by_order_in_the_group(con):
     assert _one(con, "select rank, per_process from fr_numbering order by rank") == [(0, True), (1, True), (2, False)]
     assert _one(con, "select rank, seq, seq_printed from fr_coll order by rank, seq") == [
         (0, 1, "0"), (0, 2, "2"), (1, 1, "0"), (1, 2, "2"), (2, 0, "0"), (2, 1, "1")]
+
+
+def test_dumps_agree_only_when_every_member_dumped(con):
+    """fr_coverage, which the healthy rule reads: two members' dumps of a group of two can show
+    agreement; one dump of a group of four cannot (the others may be where it stopped)."""
+    _dumps(con, {0: [dict(op="all_reduce", seq=1)], 1: [dict(op="all_reduce", seq=1)]})
+    _run(con)
+    assert _one(con, "select dumped, undumped from fr_coverage") == [(2, 0)]
+
+
+def test_one_dump_of_a_larger_group_shows_no_agreement(con):
+    _dumps(con, {0: [dict(op="all_reduce", seq=1)]}, groups={"0": [0, 1, 2, 3]})
+    _run(con)
+    assert _one(con, "select dumped, undumped from fr_coverage") == [(1, 3)]

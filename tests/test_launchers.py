@@ -188,6 +188,16 @@ def test_scontrol_and_jobcomp_records(job):
     assert events["scontrol.txt"].height == 7 and set(events["scontrol.txt"]["kind"]) == {"scontrol_job"}
 
 
+@pytest.mark.parametrize("records", [SACCT, SCONTROL, JOBCOMP])
+def test_records_pasted_with_a_log_are_read_as_a_log(tmp_path, records):
+    """sacct / scontrol / jobcomp output followed by the job's log in one paste (or `cat` of the
+    job's files): the log's lines are read by the line engine, not taken for more records."""
+    (tmp_path / "paste.txt").write_text(records + CONSOLE)
+    _, events = _parse(tmp_path)
+    kinds = set(events["paste.txt"]["kind"])
+    assert {"torchelastic_worker_signaled", "torchelastic_summary"} <= kinds, kinds
+
+
 def test_torchelastic_agent_lines(job):
     exits, _ = job
     agent = exits["console.log"].filter(pl.col("source") == "torchelastic").sort("line")
