@@ -1,6 +1,7 @@
 -- Identity join: give every row a GLOBAL rank where the logs allow it.
 -- Sources of the link, strongest first: the row's own prefix ([rankG]:, srun label), the process
--- (host, pid) that a start-up line or the world communicator names, the torchrun local rank on
+-- (host, pid) that a start-up line or the world communicator names, a torchrun local rank that a
+-- line of the same console tags with its global rank too, the torchrun local rank on
 -- its host (or alone, on a single host), and the single rank a per-rank file speaks for.
 -- Unknown stays null.
 create or replace temp table rank_by_pid as
@@ -20,6 +21,14 @@ select pid, min(rank) as rank from (
     union all
     select pid, rank from exits where source = 'torchelastic_summary' and rank is not null and pid is not null
 ) group by pid having count(distinct rank) = 1;
+
+-- A torchrun local rank in one agent's console: a line tagged with both (`[default3]:[rank11]:
+-- Traceback ...`, torchrun's tee around the rank's own prefix) says which global rank that local
+-- rank is in this file, for its other lines (progress bars, prints) that carry the tee tag only.
+create or replace temp table rank_by_file_local as
+select file, local_rank, min(rank) as rank from events
+where rank is not null and local_rank is not null
+group by file, local_rank having count(distinct rank) = 1;
 
 -- A torchrun local rank on its host: a per-rank file of a multi-node job (attempt_0/<local>/)
 -- whose rank its own lines do not say is the rank its host's start-up line gives that local rank.

@@ -41,6 +41,17 @@ def test_identity_links_a_local_rank_on_its_host_in_a_multi_node_job(con):
         ("n2/attempt_0/3/stderr.log", 11), ("n3/attempt_0/3/stderr.log", None)]
 
 
+def test_identity_links_a_local_rank_that_its_console_tags_with_its_global_rank(con):
+    """`[default1]:[rank9]: Traceback ...` in one agent's console: that file's other `[default1]:`
+    lines (a progress bar) are rank 9's; another agent's console is not."""
+    con.execute("insert into events (file, line, rank, local_rank, kind) values "
+                "('node2.log', 1, 9, 1, 'traceback_start'), ('node2.log', 2, null, 1, 'progress'), "
+                "('node3.log', 1, null, 1, 'progress')")
+    queries.run_all(con)
+    assert con.execute("select file, line, rank from events order by file, line").fetchall() == [
+        ("node2.log", 1, 9), ("node2.log", 2, 9), ("node3.log", 1, None)]
+
+
 def test_first_stalled_is_the_rank_behind(con):
     _collectives(con, [(r, "0", "pg_seq", 42, "ALLREDUCE", 8, "timeout") for r in (0, 1, 3)]
                  + [(2, "0", "pg_seq", 41, "ALLREDUCE", 8, "issued")])
