@@ -100,7 +100,13 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "norm": _one(con, "select any_value(norm) from mismatch_minority"),
         "div_at": _divergence_at(con),
         "stalled_at": "after " + (_at(con, "select pg, counter, last_seq, file, line from first_stalled") or _stalled_without_seq(con)),
-        "own_error": _one(con, "select text from rank_events where error_class = 'own' order by ts nulls last, file, line limit 1"),
+        # a rank's first error of its own; where none is printed, how a process of no known rank
+        # ended (the launcher's or the raylet's word: `Worker PID: 5108 ... SYSTEM_ERROR`)
+        "own_error": _one(con, """select coalesce(
+            (select text from rank_events where error_class = 'own' order by ts nulls last, file, line limit 1),
+            (select coalesce(x.text, (select any_value(v.text) from events v where v.file = x.file and v.line = x.line))
+             from exits x where x.rank is null and (x.reason = 'worker_died' or x.signal in (4, 7, 8, 9, 11))
+             order by x.ts nulls last, x.file, x.line limit 1))"""),
         "scheduler_note": _scheduler_note(con),
         "has_seq": _one(con, "select count(*) > 0 from last_seq"),
         "has_progress": _one(con, "select count(*) > 0 from progress"),
@@ -144,6 +150,8 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
     f.update(fr_facts(con))
     if f.get("fr_seq") is not None:   # as the dump states it, naming the counter: collective_seq_id=16
         f["fr_seq"] = seq_label(f.get("fr_counter"), None, str(f["fr_seq"]))
+    if f["own_error"] and len(f["own_error"]) > 160:  # a notice's head and the tail that says how it ended
+        f["own_error"] = f["own_error"][:80].rstrip() + " … " + f["own_error"][-76:].lstrip()
     return f
 
 

@@ -177,10 +177,12 @@ select file, line, null::bigint as rank, row_number() over (order by part, file,
     union all
     select file, line, 1 from memory_heaviest_task);
 
--- The runtime's own diagnosis of who never arrived: the desync report, the monitored barrier.
+-- The runtime's own diagnosis of who never arrived: the desync report, the monitored barrier (its
+-- own report first, then the ranks that reached it and heard nothing from their peer).
 create or replace temp view evidence_laggards as
-select file, line, rank, row_number() over (order by ts nulls last, file, line) as k from desync
-where verdict in ('monitored_barrier', 'never_joined', 'not_joined')
+select file, line, rank, row_number() over (order by verdict = 'monitored_barrier_peer', ts nulls last, file, line) as k
+from desync
+where verdict in ('monitored_barrier', 'never_joined', 'not_joined', 'monitored_barrier_peer')
 qualify row_number() over (partition by rank, ranks, verdict order by file in (select file from evidence_rank_files) desc,
                                                                    ts nulls last, file, line) = 1;
 

@@ -37,10 +37,19 @@ select host, local_rank, min(rank) as rank from processes
 where rank is not null and local_rank is not null and host is not null
 group by host, local_rank having count(distinct rank) = 1;
 
+-- On a single host a local rank is one global rank: as the start-up lines or torchrun's failure
+-- table (`rank : 1 (local_rank: 1)`) pair them; several agents' tables that pair one local rank
+-- with several ranks (many hosts) give no link.
 create or replace temp table rank_by_local as
-select local_rank, min(rank) as rank from processes
+select local_rank, min(rank) as rank from (
+    select local_rank, rank, host from processes
+    union all
+    select local_rank, rank, host from exits where source = 'torchelastic_summary'
+)
 where rank is not null and local_rank is not null
   and (select count(distinct host) from processes where host is not null) <= 1
+  -- nor where the job's lines come from several hosts (a directory per node, NCCL's hostnames)
+  and (select count(distinct host) from events where host is not null) <= 1
 group by local_rank having count(distinct rank) = 1;
 
 -- Not a launcher's console: a file that holds torchrun's agent lines or names several ranks'
@@ -52,4 +61,7 @@ select file, min(rank) as rank from (
 ) f
 where file not in (select file from events where source = 'torchelastic')
   and file not in (select file from exits where rank is not null group by file having count(distinct rank) > 1)
+  -- nor is a console whose lines come from several processes (Ray's `(Actor pid=N)`, NCCL's
+  -- host:pid:tid): one rank's tag there speaks for its own process only
+  and file not in (select file from events where pid is not null group by file having count(distinct pid) > 1)
 group by file having count(distinct rank) = 1;
