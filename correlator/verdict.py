@@ -100,10 +100,12 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "norm": _one(con, "select any_value(norm) from mismatch_minority"),
         "div_at": _divergence_at(con),
         "stalled_at": "after " + (_at(con, "select pg, counter, last_seq, file, line from first_stalled") or _stalled_without_seq(con)),
-        # a rank's first error of its own; where none is printed, how a process of no known rank
-        # ended (the launcher's or the raylet's word: `Worker PID: 5108 ... SYSTEM_ERROR`)
+        # a rank's first error of its own; else a worker's error printed without a rank; else how a
+        # process of no known rank ended (the launcher's or the raylet's word: `Worker PID: 5108 ...`)
         "own_error": _one(con, """select coalesce(
             (select text from rank_events where error_class = 'own' order by ts nulls last, file, line limit 1),
+            (select text from events where rank is null and kind in ('out_of_memory', 'cuda_error', 'nccl_cuda_failure', 'fatal_python_error')
+             order by ts nulls last, file, line limit 1),
             (select coalesce(x.text, (select any_value(v.text) from events v where v.file = x.file and v.line = x.line))
              from exits x where x.rank is null and (x.reason = 'worker_died' or x.signal in (4, 7, 8, 9, 11))
              order by x.ts nulls last, x.file, x.line limit 1))"""),

@@ -26,6 +26,7 @@ select rank,
        bool_or(source = 'torchelastic_summary') as listed_failed,
        -- when it was told to stop from outside (the agent's SIGTERM, a SIGTERM it logged receiving)
        min(ts) filter (where reason in ('agent_sigterm', 'signal_received')) as term_at,
+       bool_or(reason in ('agent_sigterm', 'signal_received')) as told_to_stop,
        min(ts) as exit_ts
 from exits where rank is not null group by rank;
 
@@ -51,7 +52,7 @@ select w.rank,
        (select max(total) from progress g where g.rank = w.rank) as total_steps,
        (select max(ts) from progress g where g.rank = w.rank) as last_step_at,
        (select max(ts) from rank_events e where e.rank = w.rank) as last_seen,
-       x.killed_hard, x.crashed_signal, x.fatal_signal, x.terminated, x.term_at, x.exited_zero, x.exited_error, x.exit_ts,
+       x.killed_hard, x.crashed_signal, x.fatal_signal, x.terminated, x.term_at, coalesce(x.told_to_stop, false) as told_to_stop, x.exited_zero, x.exited_error, x.exit_ts,
        -- left on its own terms: exit 0, a clean communicator teardown, or its program's end
        -- (ProcessGroupNCCL destructed at exit; with no error of its own, a clean one; or its
        -- trainer's own word that the run finished, where no launcher reports a clean exit: gloo
