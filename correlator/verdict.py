@@ -109,6 +109,8 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
             (select coalesce(x.text, (select any_value(v.text) from events v where v.file = x.file and v.line = x.line))
              from exits x where x.rank is null and (x.reason = 'worker_died' or x.signal in (4, 7, 8, 9, 11))
              order by x.ts nulls last, x.file, x.line limit 1))"""),
+        "seq_apart": _one(con, "select string_agg(distinct cast(seq as varchar), '/') from seq_minority"),
+        "seq_norm": _one(con, "select any_value(norm) from seq_minority"),
         "scheduler_note": _scheduler_note(con),
         "has_seq": _one(con, "select count(*) > 0 from last_seq"),
         "has_progress": _one(con, "select count(*) > 0 from progress"),

@@ -29,3 +29,24 @@ from mismatch_votes v join norm n using (what)
 where v.value <> n.value
   -- a norm needs a majority: with two ranks (or a tie) nobody is the odd one out
   and n.n * 2 > n.ranks;
+
+-- The same fingerprint at another SequenceNumber (`Sequence number: 19vs 31`, op, shape and dtype
+-- alike): each rank's own number as the reports give it (its latest); a rank whose number is not
+-- the one most ranks hold issued more collectives than they did, or fewer.
+create or replace temp table seq_votes as
+select rank, max(seq) as seq from (
+    select rank_a as rank, try_cast(regexp_extract(fp_a, 'SequenceNumber=(\d+)', 1) as bigint) as seq
+    from mismatches where what = 'detail_fingerprint'
+    union all
+    select rank_b, try_cast(regexp_extract(fp_b, 'SequenceNumber=(\d+)', 1) as bigint)
+    from mismatches where what = 'detail_fingerprint'
+) where rank is not null and seq is not null
+group by rank;
+
+create or replace temp table seq_minority as
+with counts as (select seq, count(*) as n from seq_votes group by seq),
+norm as (select arg_max(seq, n) as seq, max(n) as n, sum(n) as ranks from counts)
+select v.rank, v.seq, n.seq as norm from seq_votes v, norm n
+where v.seq <> n.seq and n.n * 2 > n.ranks
+  -- only where the fingerprints differ in nothing else (else the mismatch rules read them)
+  and not exists (select 1 from mismatch_minority);

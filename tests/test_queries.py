@@ -197,6 +197,18 @@ def test_mismatch_between_two_ranks_names_nobody(con):
     assert con.execute("select count(*) from mismatch_minority").fetchone() == (0,)
 
 
+def test_fingerprints_apart_only_in_their_sequence_number_name_the_rank_ahead(con):
+    """DETAIL reports `Sequence number: 19vs 31`, op, shape and dtype alike: rank 0 stood at 31
+    while ranks 1-3 stood at 19."""
+    fp = "SequenceNumber={}, OpType=BROADCAST, TensorShape=[1], TensorDtypes=Long"
+    for other in (1, 2, 3):
+        con.execute("insert into mismatches (file, line, what, rank_a, fp_a, rank_b, fp_b) values ('f', ?, 'detail_fingerprint', ?, ?, 0, ?)",
+                    [other, other, fp.format(19), fp.format(31)])
+    queries.run_all(con)
+    assert con.execute("select count(*) from mismatch_minority").fetchone() == (0,)
+    assert con.execute("select rank, seq, norm from seq_minority").fetchall() == [(0, 31, 19)]
+
+
 def test_clock_offsets_from_matched_steps(con):
     for host, skew_ms in (("n1", 0), ("n2", 2500)):
         for step in range(1, 6):
