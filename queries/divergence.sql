@@ -50,7 +50,14 @@ with split as (  -- seqs where ranks issued different things
     select l.pg, l.counter, max(l.last_seq) as seq from last_seq l
     where exists (select 1 from mismatches where what = 'ddp_params') and l.pg = '0'
     group by l.pg, l.counter having count(distinct l.last_seq) = 1 and count(*) >= 2
-), missing as (select * from behind union all select * from silent union all select * from checked)
+), apart as (  -- ranks that timed out waiting in different seqs of one PG (each in one): the seq
+              -- after the lowest, which the ranks that waited there never issued
+    select pg, counter, min(seq) + 1 as seq from (
+        select pg, counter, rank, min(seq) as seq from seq_rows where state = 'timeout'
+        group by pg, counter, rank having count(distinct seq) = 1
+    ) group by pg, counter having count(distinct seq) > 1
+), missing as (select * from behind union all select * from silent union all select * from checked
+               union all select * from apart)
 select pg, counter, min(seq) as seq, arg_min(kind = 'split', seq) as split,
        (select count(distinct rank) from last_seq l where l.pg = d.pg and l.counter = d.counter) as coverage
 from (

@@ -60,6 +60,15 @@ def test_first_stalled_is_the_rank_behind(con):
     assert con.execute("select seq, split from divergence").fetchall() == [(42, False)]
 
 
+def test_ranks_that_time_out_in_different_collectives_diverge_after_the_lower(con):
+    """Rank 1 waits in SeqNum 61877 (last completed 61876), rank 0 in 61878: the first collective
+    one of them never issued is 61878."""
+    _collectives(con, [(1, "0", "pg_seq", 61877, "ALLREDUCE", 1, "timeout"),
+                       (0, "0", "pg_seq", 61878, "BROADCAST", 3180290, "timeout")])
+    queries.run_all(con)
+    assert con.execute("select pg, counter, seq, split from divergence").fetchall() == [("0", "pg_seq", 61878, False)]
+
+
 @pytest.mark.parametrize("culprit_ops,kind", [
     (["BROADCAST", "ALLREDUCE"], "collective_mismatch"),   # the pair swapped: its next op is the others' first
     (["BROADCAST", "ALLGATHER"], "missing_collective"),    # the ALLREDUCE skipped: every later op one early
