@@ -221,7 +221,13 @@ def _with_share(df: pl.DataFrame, spec: FormatSpec, matched: pl.Expr) -> pl.Data
 
 def share_decisions(df: pl.DataFrame) -> pl.DataFrame:
     """(file, SHARE_OK columns): the min_share wrappers' per-file decisions over `df`, for
-    parse_frame calls that each see only part of a file's lines."""
+    parse_frame calls that each see only part of a file's lines. A file whose every line is
+    indented is decided on its lines without the indent: a launcher's prefix after it opens no
+    line as it is (anchored), and parse_frame may read it so (see there)."""
+    indented = _indented_files(df)
+    if indented is not None:
+        df = df.join(indented, on="file", how="left", maintain_order="left").with_columns(
+            text=pl.when(pl.col("_indent").is_not_null()).then(_DEDENT).otherwise("text")).drop("_indent")
     wrapped = _apply_wrappers(_prepare(df))
     return wrapped.group_by("file").agg(pl.col(f"^{SHARE_OK}.*$").first())
 
@@ -369,7 +375,9 @@ def parse_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
     line indented, and no format opens so. But some logs indent every line of their own (a py-spy
     dump's frames, a traceback's), so a file whose every non-blank line is indented is read both
     ways, and keeps the indent unless more is recognised without it (kinds, headers, times and
-    ranks, line by line). Only such files pay for it: a log's lines mostly open at column one.
+    ranks, line by line). Decided per frame: a file larger than a batch is decided batch by batch.
+    Only such files pay for it (a log's lines mostly open at column one), and a frame of several
+    files pays one group_by to find them.
     """
     indented = _indented_files(df)
     if indented is None:
@@ -393,8 +401,8 @@ def _indented_files(df: pl.DataFrame) -> pl.DataFrame | None:
     """(file, _indent): the files whose every non-blank line is indented, and by how much at least."""
     text = pl.col("text")
     flush = ~_BLANK & ~text.str.starts_with(" ") & ~text.str.starts_with("\t")
-    # the cheap test first (the hot path): a batch of one file (group_frame keeps a file's lines
-    # together) with a line at the first column
+    # the cheap test first (the hot path): a frame of one file (group_frame keeps a file's lines
+    # together within a frame) with a line at the first column
     if df.is_empty() or df.select((pl.col("file").first() == pl.col("file").last()) & flush.any()).item():
         return None
     indent = pl.when(~_BLANK).then(text.str.len_chars() - text.str.strip_chars_start(" \t").str.len_chars())

@@ -20,8 +20,8 @@ next physical line is not blank and does not open as it does, or as a row that s
 line (after a shorter one) opens, digits aside: the lines of one template, a logger's prefix,
 open alike; a cut in the middle of a line does not. At most MAX_ROWS rows are one line.
 
-A row that holds a whole line of the fixed-layout format the bulk lane reads (NCCL's COLL lines,
-parsers/bulk/) is a line of its own and is set aside before any of this: the bulk lane takes such
+A row that holds the fixed-layout head of a line the bulk lane reads (NCCL's COLL lines up to
+`[nranks=N]`, parsers/bulk/) is a line of its own and is set aside before any of this: the bulk lane takes such
 rows out of the batch before the engine sees it, and both lanes must read a file alike."""
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 update {table} t set rank = coalesce(
     (select rank from rank_by_pid p where p.host = t.host and p.pid = t.pid),
     (select rank from rank_by_pid_alone p where p.pid = t.pid),
-    (select rank from rank_by_file_local l where l.file = t.file and l.local_rank = t.local_rank),
     (select rank from rank_by_host_local l where l.host = t.host and l.local_rank = t.local_rank),
+    (select rank from rank_by_file_local l where l.file = t.file and l.local_rank = t.local_rank),
     (select rank from rank_by_local l where l.local_rank = t.local_rank),
     (select rank from rank_by_file f where f.file = t.file))
 where t.rank is null;

@@ -53,8 +53,11 @@ with split as (  -- seqs where ranks issued different things
 ), apart as (  -- ranks that timed out waiting in different seqs of one PG (each in one): the seq
               -- after the lowest, which the ranks that waited there never issued
     select pg, counter, min(seq) + 1 as seq from (
-        select pg, counter, rank, min(seq) as seq from seq_rows where state = 'timeout'
-        group by pg, counter, rank having count(distinct seq) = 1
+        select s.pg, s.counter, s.rank, min(s.seq) as seq from seq_rows s
+        where s.state = 'timeout'
+        group by s.pg, s.counter, s.rank having count(distinct s.seq) = 1
+           -- and nothing it issued after it (NCCL enqueues ahead of completion)
+           and min(s.seq) = (select l.last_seq from last_seq l where l.pg = s.pg and l.counter = s.counter and l.rank = s.rank)
     ) group by pg, counter having count(distinct seq) > 1
 ), missing as (select * from behind union all select * from silent union all select * from checked
                union all select * from apart)

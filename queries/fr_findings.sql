@@ -81,4 +81,8 @@ from lines l, fr_divergence d;
 create or replace temp table fr_coverage as
 select (select count(*) from fr_dump_of_rank) as dumped,
        (select count(*) from fr_group g, unnest(g.members) as m(r)
-        where not exists (select 1 from fr_dump_of_rank d where d.rank = m.r)) as undumped;
+        where not exists (select 1 from fr_dump_of_rank d where d.rank = m.r))
+       -- a group whose members no pg_config lists is known only by the ranks that dumped it: it
+       -- shows agreement only where they are the whole world
+       + (select count(*) from fr_group g where not g.members_known
+          and len(g.members) < coalesce((select n from world_size), len(g.members) + 1)) as undumped;

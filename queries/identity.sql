@@ -28,6 +28,8 @@ select pid, min(rank) as rank from (
 create or replace temp table rank_by_file_local as
 select file, local_rank, min(rank) as rank from events
 where rank is not null and local_rank is not null
+  -- the rank of the line's own prefix, not one read from its text (`[Rank 1]` may be PG-local)
+  and (file, line) not in (select file, line from inline_rank_lines)
 group by file, local_rank having count(distinct rank) = 1;
 
 -- A torchrun local rank on its host: a per-rank file of a multi-node job (attempt_0/<local>/)
@@ -48,8 +50,10 @@ select local_rank, min(rank) as rank from (
 )
 where rank is not null and local_rank is not null
   and (select count(distinct host) from processes where host is not null) <= 1
-  -- nor where the job's lines come from several hosts (a directory per node, NCCL's hostnames)
+  -- nor where the job's lines come from several hosts (a directory per node, NCCL's hostnames,
+  -- the failure tables of several agents)
   and (select count(distinct host) from events where host is not null) <= 1
+  and (select count(distinct host) from exits where source = 'torchelastic_summary' and host is not null) <= 1
 group by local_rank having count(distinct rank) = 1;
 
 -- Not a launcher's console: a file that holds torchrun's agent lines or names several ranks'

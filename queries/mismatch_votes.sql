@@ -34,12 +34,14 @@ where v.value <> n.value
 -- alike): each rank's own number as the reports give it (its latest); a rank whose number is not
 -- the one most ranks hold issued more collectives than they did, or fewer.
 create or replace temp table seq_votes as
+with alike as (  -- reports whose two fingerprints differ in the number alone
+    select * from mismatches where what = 'detail_fingerprint'
+      and regexp_replace(fp_a, 'SequenceNumber=\d+,?\s*', '') = regexp_replace(fp_b, 'SequenceNumber=\d+,?\s*', '')
+)
 select rank, max(seq) as seq from (
-    select rank_a as rank, try_cast(regexp_extract(fp_a, 'SequenceNumber=(\d+)', 1) as bigint) as seq
-    from mismatches where what = 'detail_fingerprint'
+    select rank_a as rank, try_cast(regexp_extract(fp_a, 'SequenceNumber=(\d+)', 1) as bigint) as seq from alike
     union all
-    select rank_b, try_cast(regexp_extract(fp_b, 'SequenceNumber=(\d+)', 1) as bigint)
-    from mismatches where what = 'detail_fingerprint'
+    select rank_b, try_cast(regexp_extract(fp_b, 'SequenceNumber=(\d+)', 1) as bigint) from alike
 ) where rank is not null and seq is not null
 group by rank;
 
@@ -48,5 +50,5 @@ with counts as (select seq, count(*) as n from seq_votes group by seq),
 norm as (select arg_max(seq, n) as seq, max(n) as n, sum(n) as ranks from counts)
 select v.rank, v.seq, n.seq as norm from seq_votes v, norm n
 where v.seq <> n.seq and n.n * 2 > n.ranks
-  -- only where the fingerprints differ in nothing else (else the mismatch rules read them)
+  -- where no rank's fingerprint differs in more (the mismatch rules read those)
   and not exists (select 1 from mismatch_minority);

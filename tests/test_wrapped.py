@@ -91,3 +91,15 @@ def test_the_first_row_gets_the_whole_line_and_the_rest_stay_pieces():
     assert firsts == lines
     # each later row keeps its own text
     assert out.filter(pl.col("_wrapped"))["text"].to_list() == [r for r in rows if not any(line.startswith(r) for line in lines)]
+
+
+def test_an_indented_paste_of_prefixed_nccl_coll_lines_keeps_them(tmp_path):
+    """The bulk lane's per-file launcher decisions (pdsh's `host: `) are taken without the indent too."""
+    from correlator.pipeline import parse_job, run_queries
+    lines = [f"{host}: {host}:{pid}:{pid} [0] NCCL INFO AllReduce: opCount {op:x} sendbuff 0x7f00 recvbuff 0x7f00 "
+             f"count 1024 datatype 7 op 0 root 0 comm 0x55d6 [nranks=2] stream 0x1"
+             for op in range(3) for host, pid in (("node1", 101), ("node2", 202))]
+    (tmp_path / "paste.log").write_text(indented("\n".join(lines) + "\n"))
+    job = parse_job(tmp_path)
+    run_queries(job.con)
+    assert job.con.execute("select count(*), count(distinct host) from collectives").fetchall() == [(6, 2)]
