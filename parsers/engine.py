@@ -226,8 +226,7 @@ def share_decisions(df: pl.DataFrame) -> pl.DataFrame:
     line as it is (anchored), and parse_frame may read it so (see there)."""
     indented = _indented_files(df)
     if indented is not None:
-        df = df.join(indented, on="file", how="left", maintain_order="left").with_columns(
-            text=pl.when(pl.col("_indent").is_not_null()).then(_DEDENT).otherwise("text")).drop("_indent")
+        df = _dedented(df, indented)
     wrapped = _apply_wrappers(_prepare(df))
     return wrapped.group_by("file").agg(pl.col(f"^{SHARE_OK}.*$").first())
 
@@ -388,13 +387,17 @@ def parse_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
         pl.col("recognised_dedented") > pl.col("recognised"))["file"]
     if trial.height == df.height and better.len() in (0, indented.height):  # a paste: one reading for all
         return dedented if better.len() else as_is
-    chosen = indented.filter(pl.col("file").is_in(better.implode()))
-    return _parse(df.join(chosen, on="file", how="left", maintain_order="left").with_columns(
-        text=pl.when(pl.col("_indent").is_not_null()).then(_DEDENT).otherwise("text")).drop("_indent"))
+    return _parse(_dedented(df, indented.filter(pl.col("file").is_in(better.implode()))))
 
 
 _BLANK = pl.col("text").str.strip_chars() == ""
 _DEDENT = pl.when(_BLANK).then(pl.col("text")).otherwise(pl.col("text").str.slice(pl.col("_indent")))
+
+
+def _dedented(df: pl.DataFrame, files: pl.DataFrame) -> pl.DataFrame:
+    """`df` with the common indent of `files` (file, _indent) taken off their lines."""
+    return df.join(files, on="file", how="left", maintain_order="left").with_columns(
+        text=pl.when(pl.col("_indent").is_not_null()).then(_DEDENT).otherwise("text")).drop("_indent")
 
 
 def _indented_files(df: pl.DataFrame) -> pl.DataFrame | None:

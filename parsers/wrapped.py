@@ -21,8 +21,9 @@ line (after a shorter one) opens, digits aside: the lines of one template, a log
 open alike; a cut in the middle of a line does not. At most MAX_ROWS rows are one line.
 
 A row that holds the fixed-layout head of a line the bulk lane reads (NCCL's COLL lines up to
-`[nranks=N]`, parsers/bulk/) is a line of its own and is set aside before any of this: the bulk lane takes such
-rows out of the batch before the engine sees it, and both lanes must read a file alike."""
+`[nranks=N]`, parsers/bulk/) is a line of its own and is set aside before any of this: the bulk
+lane takes such rows out of the batch before the engine sees it, and both lanes must read a file
+alike."""
 from __future__ import annotations
 
 import re
@@ -44,7 +45,7 @@ def _opening(text: pl.Expr) -> pl.Expr:
 
 @cache
 def _fixed_layout_line() -> str | None:
-    """A regex for a whole line of the bulk lane's formats (their split and their own regex)."""
+    """A regex for the fixed-layout head of a bulk lane line (the spec's split, then its regex)."""
     specs = [s for s in registry() if s.bulk]
     return "|".join(f"(?:{re.escape(s.bulk['after'])}{s.regex.removeprefix('^')})" for s in specs) or None
 
@@ -55,8 +56,9 @@ def join_wrapped_rows(df: pl.DataFrame) -> pl.DataFrame:
     whole = df["text"].str.contains(fixed).fill_null(False) if fixed else None
     if whole is None or not whole.any():
         return _join(df)
-    rest = _join(df.with_row_index("_at").filter(~whole))
-    kept = df.with_row_index("_at").filter(whole).with_columns(_wrapped=pl.lit(False))
+    indexed = df.with_row_index("_at")
+    rest = _join(indexed.filter(~whole))
+    kept = indexed.filter(whole).with_columns(_wrapped=pl.lit(False))
     return pl.concat([rest, kept.select(rest.columns)]).sort("_at").drop("_at")
 
 
