@@ -40,6 +40,8 @@ def _safe_name(name: str) -> str:
 
 
 _HOST_DIR = re.compile(r"^(?:node|host|gpu|worker|compute|nid|slurmd-)[\w.-]*?\d+$", re.I)
+# Ray's worker logs, `worker-<worker id, 56 hex>-<job id>-<pid>.err`: the last number is a pid.
+_RAY_WORKER_LOG = re.compile(r"^(?:python-core-)?worker-[0-9a-f]{16,}-", re.I)
 _POD = re.compile(r"^(?P<pod>[a-z0-9][a-z0-9.-]*-(?:master|worker|launcher)-\d+)(?:[-_.].*)?$")
 
 
@@ -57,7 +59,7 @@ def path_hints(rel: str) -> dict:
             hints["host"] = m["pod"]
     if m := re.search(r"(?:^|[_.-])rank[_-]?(\d+)(?:[_.-]|$)", name, re.I):
         hints["rank"] = int(m[1])
-    elif m := re.match(r"^.+-\d+-(\d+)\.(?:out|err|log)$", name):
+    elif (m := re.match(r"^.+-\d+-(\d+)\.(?:out|err|log)$", name)) and not _RAY_WORKER_LOG.match(name):
         hints["rank"] = int(m[1])                        # srun --output=%x-%j-%t.out
     if m := re.match(r"^slurmd-([\w.-]+?)\.log", name):
         hints["host"] = m[1]

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from .multiline import join_partial_records
 from .records import CONTINUATION, split_records
-from .sections import apply_sections
+from .sections import apply_sections, apply_spawn_sections
 from .wrapped import join_wrapped_rows
 from .spec import LINE_COLUMNS, FormatSpec, by_layer
 from .text import clean
@@ -132,6 +132,8 @@ def _fields(spec: FormatSpec, text: pl.Expr, candidate: pl.Expr) -> tuple[pl.Exp
 def _candidates(spec: FormatSpec, text: pl.Expr, free: pl.Expr) -> pl.Expr:
     if spec.literal:
         free = free & text.str.contains(spec.literal, literal=True)
+    elif spec.literals:
+        free = free & text.str.contains_any(list(spec.literals))
     if spec.exclude:
         free = free & ~text.str.contains(spec.exclude)
     return free
@@ -269,10 +271,10 @@ _LINE_DTYPES = {c: pl.String for c in LINE_COLUMNS} | {
 
 
 def _rows_by_literal(text: pl.Series, specs: tuple[FormatSpec, ...]) -> dict[str, pl.Series]:
-    """{literal: positions of the lines that contain it}, for the specs' literals, from one
+    """{literal: positions of the lines that contain it}, for the specs' literal(s), from one
     Aho-Corasick pass: a spec with a literal then looks only at its own candidate lines, and one
     whose literal is nowhere in the batch is skipped without looking at a line."""
-    literals = sorted({s.literal for s in specs if s.literal})
+    literals = sorted({x for s in specs for x in s.prefilter})
     if not literals or text.is_empty():
         return {}
     found = pl.DataFrame({"found": text.str.extract_many(literals, overlapping=True)}).with_row_index("pos")
@@ -284,7 +286,7 @@ def _rows_by_literal(text: pl.Series, specs: tuple[FormatSpec, ...]) -> dict[str
 def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSpec, pl.DataFrame]]]:
     """Message specs, first match wins; each emits its rows (idx + fields + const).
 
-    A spec with a literal reads only the not-yet-taken lines that contain it; one without reads
+    A spec with a literal (or literals) reads only the not-yet-taken lines that contain it; one without reads
     every line no earlier spec took, so the common kinds, tried first, shrink the rare ones' work."""
     specs = by_layer("message")
     kind, source = df["kind"].clone(), df["source"].clone()
@@ -299,10 +301,11 @@ def _apply_messages(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[FormatSp
     pending: pl.DataFrame | None = base   # base minus taken lines, rebuilt after a spec takes some
     emitted = []
     for spec in specs:
-        if spec.literal:
-            rows = candidates.get(spec.literal)
-            if rows is None:
+        if spec.prefilter:
+            found = [candidates[x] for x in spec.prefilter if x in candidates]
+            if not found:
                 continue
+            rows = found[0] if len(found) == 1 else pl.concat(found).unique().sort()
             subject = base[rows].filter(~taken.gather(rows))
         else:
             pending = base.filter(~taken) if pending is None else pending
@@ -421,7 +424,7 @@ def _recognised(parsed: pl.DataFrame) -> pl.DataFrame:
 
 
 def _parse(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
-    df = _apply_headers(join_partial_records(_apply_wrappers(apply_sections(_prepare(df)))))
+    df = _apply_headers(join_partial_records(apply_spawn_sections(_apply_wrappers(apply_sections(_prepare(df))))))
     df, emitted = _apply_messages(df)
     df = df.with_columns(
         host=pl.coalesce("host", "pdsh_host", "pod", "hint_host"),

@@ -9,8 +9,11 @@ import polars as pl
 
 # Records of one physical line share its number (parsers/records.py): their order is the frame's.
 _ORDER = ["line", "idx"]
-_EXCEPTION = r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Abort|Warning|Timeout)\b(?::.*)?$"
+EXCEPTION_LINE = r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Abort|Warning|Timeout)\b(?::.*)?$"
 _FRAME = r'^  File "(?P<frame_file>[^"]*)", line (?P<frame_line>\d+), in (?P<frame_fn>.*)$'
+# A frame of the process group's set-up (init_process_group, its rendezvous and store): an
+# exception raised under one is the set-up's failure (`init_error`), not the rank's own crash.
+_SETUP_FRAME = r'^  File "[^"]*", line \d+, in (?:init_process_group|_env_rendezvous_handler|_tcp_rendezvous_handler|_create_c10d_store|_store_based_barrier|rendezvous)$'
 
 
 def stream_key() -> pl.Expr:
@@ -25,7 +28,8 @@ def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
 
     An exception line that a format already recognised (a gloo timeout, a DDP mismatch) keeps
     its kind; any other becomes `traceback`, text `Type: message (in fn at file:line)`: the
-    rank's own error, not a consequence of another's."""
+    rank's own error, not a consequence of another's; or `init_error` where a frame of the
+    traceback is the process group's set-up (_SETUP_FRAME), a lost connection there too."""
     start = pl.col("text").str.starts_with("Traceback (most recent call last):")
     if not df.select(start.any()).item():
         return df
@@ -38,25 +42,28 @@ def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
     )
     in_block = pl.col("_block") > 0
     frame = in_block & (pl.col("_ends") == 0) & ~start
-    exc = in_block & (pl.col("_ends") == 1) & ~indented & ~start & pl.col("text").str.contains(_EXCEPTION)
+    exc = in_block & (pl.col("_ends") == 1) & ~indented & ~start & pl.col("text").str.contains(EXCEPTION_LINE)
     innermost = (
         work.filter(frame & pl.col("text").str.contains(_FRAME))
-        .group_by(["_stream", "_block"]).agg(pl.col("text").sort_by("line").last().alias("_frame"))
+        .group_by(["_stream", "_block"]).agg(pl.col("text").sort_by("line").last().alias("_frame"),
+                                             pl.col("text").str.contains(_SETUP_FRAME).any().alias("_setup"))
         .with_columns(pl.col("_frame").str.extract_groups(_FRAME).alias("_f"))
         .select("_stream", "_block", pl.format(" (in {} at {}:{})", pl.col("_f").struct.field("frame_fn"),
                                                   pl.col("_f").struct.field("frame_file"),
-                                                  pl.col("_f").struct.field("frame_line")).alias("_where"))
+                                                  pl.col("_f").struct.field("frame_line")).alias("_where"), "_setup")
     )
     work = work.join(innermost, on=["_stream", "_block"], how="left")
     return work.with_columns(
         kind=pl.when(start & pl.col("kind").is_in(["other"])).then(pl.lit("traceback_start"))
         .when(frame & (pl.col("kind") == "other")).then(pl.lit("traceback_frame"))
+        .when(exc & pl.col("kind").is_in(["other", "peer_connection_lost"]) & pl.col("_setup").fill_null(False))
+        .then(pl.lit("init_error"))
         .when(exc & (pl.col("kind") == "other")).then(pl.lit("traceback"))
         .otherwise(pl.col("kind")),
         text=pl.when(exc & (pl.col("kind") == "other")).then(pl.col("text") + pl.col("_where").fill_null(""))
         .otherwise(pl.col("text")),
         source=pl.when(exc | frame | start).then(pl.lit("python")).otherwise(pl.col("source")),
-    ).drop("_stream", "_block", "_ends", "_where")
+    ).drop("_stream", "_block", "_ends", "_where", "_setup")
 
 
 def carry_time(df: pl.DataFrame) -> pl.DataFrame:

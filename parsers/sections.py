@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from .multiline import EXCEPTION_LINE
+
 HEADER = r"^==> (.{1,300}) <==$"
 SECTION_KIND = "file_section"
 _RANK = r"(?i)(?:^|[^a-z])rank[ _=:-]?(\d{1,7})(?:[^\d]|$)"
@@ -33,3 +35,30 @@ def apply_sections(df: pl.DataFrame) -> pl.DataFrame:
         kind=pl.when(pl.col("_head")).then(pl.lit(SECTION_KIND)).otherwise(pl.col("kind")),
         source=pl.when(pl.col("_head")).then(pl.lit("text")).otherwise(pl.col("source")),
     ).drop("_head", "_name")
+
+
+# torch.multiprocessing.spawn relays a child's exception in the parent's output: `-- Process 2
+# terminated with the following error:`, then the child's traceback. Those lines are process 2's
+# (spawn's index: the local rank on its host), up to the first line that is no part of a traceback.
+SPAWN_HEADER = r"^-- Process (\d{1,5}) terminated with the following error:\s*$"
+_TRACEBACK_PART = (r"^(?:\s|$|Traceback \(most recent call last\):|During handling of the above exception|"
+                   r"The above exception was the direct cause)")
+
+
+def apply_spawn_sections(df: pl.DataFrame) -> pl.DataFrame:
+    """Give the lines of a spawned child's relayed traceback that child's local rank (after the
+    wrappers: the header may sit behind a launcher's prefix)."""
+    header = pl.col("text").str.contains(SPAWN_HEADER)
+    if not df.select(header.any()).item():
+        return df
+    part = pl.col("text").str.contains(_TRACEBACK_PART) | pl.col("text").str.contains(EXCEPTION_LINE)
+    work = df.with_columns(_head=header).with_columns(
+        _sec=pl.col("_head").cast(pl.Int64).cum_sum().over("file", order_by=_ORDER),
+        _proc=pl.when(pl.col("_head")).then(pl.col("text").str.extract(SPAWN_HEADER, 1).cast(pl.Int64))
+        .forward_fill().over("file", order_by=_ORDER),
+    ).with_columns(
+        _gone=(~part & ~pl.col("_head")).cast(pl.Int64).cum_sum().over(["file", "_sec"], order_by=_ORDER))
+    inside = (pl.col("_sec") > 0) & (pl.col("_gone") == 0)
+    return work.with_columns(
+        hint_local_rank=pl.when(inside).then(pl.col("_proc")).otherwise(pl.col("hint_local_rank")),
+    ).drop("_head", "_sec", "_proc", "_gone")

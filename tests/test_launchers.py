@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from correlator.discover import discover
+from correlator.discover import discover, path_hints
 from correlator.tables import SCHEMAS, conform
 from correlator.parsers import srun, torchelastic
 from correlator.parsers.files import parse_sources
@@ -272,3 +272,43 @@ def test_real_samples_leave_no_launcher_line_unparsed(sample):
     if not logs.is_dir():
         pytest.skip("sample not captured yet")
     assert _launcher_leftovers(logs) == []
+
+
+SPAWN_CONSOLE = """\
+Epoch 3 | Batchsize: 32 | Steps: 16
+Traceback (most recent call last):
+  File "/work/multigpu.py", line 104, in <module>
+    mp.spawn(main, args=(world_size,), nprocs=world_size)
+  File "/x/torch/multiprocessing/spawn.py", line 215, in join
+    raise ProcessRaisedException(msg, error_index, failed_process.pid)
+torch.multiprocessing.spawn.ProcessRaisedException: 
+
+-- Process 2 terminated with the following error:
+Traceback (most recent call last):
+  File "/x/torch/multiprocessing/spawn.py", line 90, in _wrap
+    fn(i, *args)
+  File "/work/multigpu.py", line 62, in _run_batch
+    raise OSError("image file is truncated")
+OSError: image file is truncated
+Epoch 3 | Batchsize: 32 | Steps: 16
+"""
+
+
+def test_an_mp_spawn_childs_relayed_traceback_is_that_local_ranks(tmp_path):
+    """mp.spawn relays a dead child's traceback under `-- Process N terminated`: those lines are
+    process N's (its local rank), up to the first line that is not part of a traceback."""
+    (tmp_path / "console.log").write_text(SPAWN_CONSOLE)
+    events = _parse(tmp_path)[1]["console.log"].sort("line")
+    ranks = dict(_rows(events, "line", "local_rank"))
+    assert [ranks[n] for n in range(9, 16)] == [2] * 7, ranks
+    assert ranks[2] is None and ranks[16] is None
+
+
+@pytest.mark.parametrize("path, hints", [
+    ("logs/worker-0a1b2c3d4e5f60718293a4b5c6d7e8f9-01000000-31412.err", {}),     # Ray: the last number is a pid
+    ("logs/python-core-worker-0a1b2c3d4e5f6071_31412.log", {}),
+    ("train-77-3.out", {"rank": 3}),                                            # srun --output=%x-%j-%t.out
+    ("node07/rank_5.log", {"rank": 5, "host": "node07"}),
+])
+def test_path_hints(path, hints):
+    assert path_hints(path) == hints
