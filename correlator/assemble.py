@@ -80,6 +80,9 @@ def first_stalled(con, verdict: Verdict) -> dict | None:
     r = rows[0]
     step = con.execute("""select file, line from progress where rank = ? and step = ?
                           order by ts desc nulls last, file, line limit 1""", [r["rank"], r["last_step"]]).fetchall()
+    if r["last_step"] is None:   # no step of its own either: where its lines end is all there is
+        return {"rank": r["rank"], "host": r["host"], "pg": None, "counter": None, "last_seq": None,
+                "last_op": None, "last_seen": iso(r["last_seen"]), "last_seq_label": None}
     return {"rank": r["rank"], "host": r["host"], "pg": None, "counter": "progress_step",
             "last_seq": r["last_step"], "last_op": None, "last_seen": iso(r["last_step_at"] or r["last_seen"]),
             "last_seq_label": step_printed(con, r["last_step"], *step[0]) if step else printed_label("progress_step", r["last_step"], None)}
@@ -202,11 +205,12 @@ def timeline(con, culprits: list[int] = (), cut: bool = True) -> list[dict]:
     timeouts and exits came later and outnumber them."""
     own = [r for r in _last_events(con, CULPRIT_ROWS, culprits, cut) if r["aligned_ts"]] if culprits else []
     # a line cut into pieces (a `\r`, a launcher's tag inside it) has an event per piece: each is
-    # told apart, and ordered, by its kind and text too
+    # told apart, and ordered, by its kind, text and rank too (tqdm bars of two ranks on one line)
     keys = {(r["file"], r["line"], r["kind"], r["text"]) for r in own}
     rest = [r for r in _last_events(con, TIMELINE_ROWS, (), cut) if (r["file"], r["line"], r["kind"], r["text"]) not in keys]
     rows = sorted(own + rest[max(0, len(rest) + len(own) - TIMELINE_ROWS):],
-                  key=lambda r: (r["aligned_ts"] is None, r["aligned_ts"] or 0, r["file"], r["line"], r["kind"], r["text"] or ""))
+                  key=lambda r: (r["aligned_ts"] is None, r["aligned_ts"] or 0, r["file"], r["line"], r["kind"], r["text"] or "",
+                                 r["rank"] is None, r["rank"] or 0))
     return [{"time": iso(r["aligned_ts"]), "rank": r["rank"], "host": r["host"], "source": r["source"],
              "kind": r["kind"], "text": r["text"], "file": r["file"], "line": r["line"]} for r in rows]
 
@@ -221,8 +225,8 @@ def _last_events(con, n: int, ranks, cut: bool) -> list[dict]:
     sql = f"""select * from (
                   select aligned_ts, rank, host, source, kind, text, file, line from timeline_events
                   where {where} and (aligned_ts is not null or rank is not null) {{cut}}
-                  order by aligned_ts desc nulls last, file desc, line desc, kind desc, text desc limit ?)
-              order by aligned_ts nulls last, file, line, kind, text"""
+                  order by aligned_ts desc nulls last, file desc, line desc, kind desc, text desc, rank desc nulls first limit ?)
+              order by aligned_ts nulls last, file, line, kind, text, rank nulls last"""
     start = con.execute(f"""select aligned_ts from aligned_events where {where} and aligned_ts is not null
                             order by aligned_ts desc limit 1 offset ?""", [*params, 4 * n]).fetchone() if cut else None
     rows = _rows(con, sql.format(cut="and aligned_ts >= ?"), [*params, start[0], n]) if start else []

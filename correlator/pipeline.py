@@ -303,10 +303,18 @@ def job_id_of(con: duckdb.DuckDBPyConnection, paths: list[Path]) -> str:
     return first.parent.name if first.name == "logs" else first.name
 
 
+# Below this many events DuckDB's search for a join order costs more than any order it finds: a
+# rule's query over a paste's few hundred rows took 55 ms to plan with it, 5 ms without (a paste's
+# whole budget is a second). Above it, the orders it finds are what keep big jobs fast.
+SMALL_JOB_EVENTS = 20_000
+
+
 def run_queries(con: duckdb.DuckDBPyConnection) -> None:
     """The queries over a parsed job; the parsers are done, so the queries get the memory and the cores."""
     from . import queries
     con.execute(f"set memory_limit = '{MEMORY_LIMIT}'; set threads = {os.cpu_count() or 1}")
+    if con.execute("select count(*) from events").fetchone()[0] < SMALL_JOB_EVENTS:
+        con.execute("set disabled_optimizers = 'join_order'")
     queries.run_all(con)
 
 

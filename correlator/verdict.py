@@ -130,7 +130,9 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
         "minority_call": _one(con, "select any_value(call) from call_minority"),
         "majority_call": _one(con, "select any_value(majority_call) from call_minority"),
         "error_lines": _one(con, "select count(*) from error_lines"),
-        "init_note": _one(con, "select any_value(text) from events where kind = 'init_error'"),
+        # the store host's own failure before the others' timeouts reaching it
+        "init_note": _one(con, """select text from events where kind in ('store_host_failed', 'init_error')
+                                  order by kind <> 'store_host_failed', file, line limit 1"""),
         "common_how": _one(con, "select how from common_mode limit 1"),
         "behind_call": _one(con, "select any_value(call) from left_behind"),
         "behind_site": _one(con, "select any_value(site) from left_behind"),
@@ -382,6 +384,11 @@ def evidence_and_causes(con: duckdb.DuckDBPyConnection, verdict: Verdict,
                               limit ?""", [limit]).fetchall()
         candidates += [(f, l, r) for f, l, r, _ in rows]
         causes |= {(f, l) for f, l, _, clue in rows if clue}
+        if not rows:   # nothing went wrong in words: where each rank's lines end is what was seen
+            candidates += con.execute("""select file, line, rank from timeline_events
+                                         qualify row_number() over (partition by rank
+                                             order by aligned_ts desc nulls last, file desc, line desc) = 1
+                                         order by rank nulls last limit ?""", [limit]).fetchall()
     else:
         kinds = list(rule.evidence_kinds)
         # A launcher's or scheduler's line names no rank of its own, but the exit it reports is a

@@ -31,7 +31,7 @@ STAGES = (
     ("inline_ranks", {}),
     ("identity", {}),
     ("task_is_rank", {}),
-    *(("apply_identity", {"table": t}) for t in ("events", "progress", "exits", "collectives", "pg_status", "desync", "mismatches")),
+    *(("apply_identity", {"table": t}) for t in ("events", "progress", "exits", "collectives", "pg_status", "desync", "mismatches", "processes")),
     ("relayed_errors", {}),
     *(("pg_rank_is_global", {"table": t}) for t in ("collectives", "pg_status")),
     ("mismatch_rows", {}),
@@ -75,4 +75,13 @@ def run_all(con: duckdb.DuckDBPyConnection) -> None:
             if name == "fr_findings":
                 run(con, "fr_none")
             continue
+        if "table" in params and _empty(con, params["table"]):
+            continue
         run(con, name, **params)
+
+
+def _empty(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether a per-table stage's table holds no row now (a paste has no collectives, no
+    progress...): an update of it is a statement DuckDB would plan for nothing. Asked at each
+    stage, as earlier stages insert rows (fr_reports, mismatch_rows, nccl_ras)."""
+    return not con.execute(f"select exists (select 1 from {table})").fetchone()[0]

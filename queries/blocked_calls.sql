@@ -16,7 +16,8 @@ with t as (
     select rank, file, block, line, ts,
            regexp_extract(text, 'File "([^"]+)", line (\d+), in (\S+)', ['path', 'lineno', 'fn']) as f
     from t where kind = 'traceback_frame' and regexp_matches(text, 'File "[^"]+", line \d+, in \S+')
-      and not exists (select 1 from rank_facts r where r.rank = t.rank and r.term_at is not null and (t.ts is null or t.ts > r.term_at))
+      and not exists (select 1 from rank_facts r where r.rank = t.rank
+                      and said_after_stop(t.ts, t.file, t.line, r.term_at, r.term_file, r.term_line))
 ), first_block as (
     select rank, arg_min(file, (coalesce(ts, timestamp '2999-01-01'), file, line)) as file,
            arg_min(block, (coalesce(ts, timestamp '2999-01-01'), file, line)) as block
@@ -93,15 +94,24 @@ group by o.ra
 having bool_and(o.cmp < 0) and count(*) >= 2 and (select yes from all_waiting);
 
 -- What ranks print of the tensors they are about to hand a collective (`local embeddings
--- torch.Size([1568, 256]), calling all_gather`, `gathering scores shape=[410]`): the line a
--- script prints on every rank, its numbers aside, is one template; where most ranks printed one
--- shape there last and a few another, those few issued a collective of another size.
+-- torch.Size([1568, 256]), calling all_gather`, `gathering scores shape=[410]`, `all_reduce over
+-- 209715200 elements`, `len(log_vars): 11`): the line a script prints on every rank is one
+-- template up to the size, its numbers aside (what follows the size may differ: a key list, a
+-- remark); where most ranks printed one size there last and a few another, those few issued a
+-- collective of another size.
 create or replace temp table shape_prints as
-select rank, file, line, ts,
-       regexp_extract(text, '(?:torch\.Size\(\[|\bshape[=: ]+\[?)(\d[\d, x]*)', 1) as shape,
-       regexp_replace(regexp_replace(text, '(?:torch\.Size\(\[|\bshape[=: ]+\[?)\d[\d, x]*', '<shape>'), '\d+', '#', 'g') as template
-from events
-where rank is not null and regexp_matches(text, 'torch\.Size\(\[\d|\bshape[=: ]+\[?\d');
+with sized as (
+    select rank, file, line, ts,
+           regexp_extract(text, '(?:torch\.Size\(\[|\bshape[=: ]+\[?|\bnumel[=: ]+|\blen\([\w.]*\)[=: ]+)(\d[\d, x]*)|\b(\d+) elements\b',
+                          ['before', 'after']) as size,
+           regexp_extract(text, '^(.*?)(?:torch\.Size\(\[|\bshape[=: ]+\[?|\bnumel[=: ]+|\blen\([\w.]*\)[=: ]+|\b\d+ elements\b)', 1) as head
+    from events
+    where rank is not null
+      and regexp_matches(text, 'torch\.Size\(\[\d|\bshape[=: ]+\[?\d|\bnumel[=: ]+\d|\blen\([\w.]*\)[=: ]+\d|\b\d+ elements\b')
+)
+select rank, file, line, ts, trim(coalesce(nullif(size.before, ''), size.after), ' ,') as shape,
+       regexp_replace(head, '\d+', '#', 'g') || '<shape>' as template
+from sized;
 
 create or replace temp table shape_minority as
 with last as (

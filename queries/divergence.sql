@@ -15,6 +15,9 @@
 create or replace temp table speaking_ranks as
 select distinct '0' as pg, rank from events where rank is not null and source <> 'nccl'
 union
+-- a start-up line of its own that the script printed (`Process rank: 0, device: cuda:0`)
+select distinct '0', rank from processes where rank is not null and source = 'app'
+union
 select distinct coalesce(pg, '0'), cast(trim(r) as bigint) from desync, unnest(string_split(ranks, ',')) as t(r)
 where verdict in ('never_joined', 'not_joined', 'monitored_barrier') and trim(r) <> '';
 
@@ -65,7 +68,10 @@ select pg, counter, min(seq) as seq, arg_min(kind = 'split', seq) as split,
        (select count(distinct rank) from last_seq l where l.pg = d.pg and l.counter = d.counter) as coverage
 from (
     select *, 'split' as kind from split union all select *, 'missing' from missing
-) d group by pg, counter;
+) d
+-- a timeout that printed no number (1.x watchdog lines: an op, no SeqNum) places no divergence
+where seq is not null
+group by pg, counter;
 
 -- The one to report: a disagreement on what was issued says more than a rank missing; then the
 -- counter most ranks report (watchdog SeqNums come only from ranks whose watchdog fired); then

@@ -9,7 +9,7 @@ create or replace temp table error_lines as
 with failing as (
     select file, line, rank, kind, level, ts, text from events
     where level in ('ERROR', 'FATAL')
-       or kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'nccl_remote_error', 'peer_failure_exception', 'init_error', 'sglang_scheduler_exception',
+       or kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'nccl_remote_error', 'peer_failure_exception', 'init_error', 'store_host_failed', 'sglang_scheduler_exception',
                    'ray_worker_died', 'ray_train_worker_failed', 'vllm_worker_died', 'fatal_python_error', 'terminate_called',
                    'gloo_timeout', 'watchdog_timeout', 'watchdog_abort', 'peer_connection_lost', 'heartbeat_monitor',
                    'nccl_connection_closed', 'nccl_net_error', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',
@@ -17,7 +17,7 @@ with failing as (
                    'desync_lagging_never_joined', 'desync_lagging_unfinished', 'desync_lagging_not_joined',
                    'nccl_ras_mismatch', 'nccl_ras_dead', 'nccl_ras_comm_problem', 'nccl_ras_timeouts',
                    'srun_task_exit', 'srun_task_signal', 'slurm_oom_kill', 'slurm_memory_limit', 'slurm_job_oom',
-                   'torchelastic_worker_exit', 'torchelastic_worker_signaled', 'launcher_exception',
+                   'torchelastic_worker_exit', 'torchelastic_worker_signaled', 'launcher_exception', 'spawn_process_exited',
                    'k8s_pytorchjob_failed', 'k8s_jobset_failed')
        -- torchrun's failure table, but not the rules around it (dashes look alike everywhere)
        or (kind = 'torchelastic_summary' and not regexp_matches(text, '^[-=]+$'))

@@ -166,8 +166,10 @@ select file, line, rank, text, reason,
                                                when 'scontrol' then 4 when 'sacct' then 5 when 'jobcomp' then 6 else 3 end,
                                    ts nulls last, file, line) as k
 from exits
-where reason in ('time_limit', 'cancelled', 'preemption', 'node_failure', 'requeue', 'scancel', 'timeout',
-                 'preempted', 'node_fail', 'deadline_exceeded', 'evicted') and file is not null;
+where (reason in ('time_limit', 'cancelled', 'preemption', 'node_failure', 'requeue', 'scancel', 'timeout',
+                  'preempted', 'node_fail', 'deadline_exceeded', 'evicted')
+       -- the launcher's agent signalled from outside (rules.toml: scheduler_ended_it)
+       or (reason = 'agent_signaled' and signal = 1)) and file is not null;
 
 -- The memory kill: the scheduler's own lines, then the accounting row that names the task that
 -- held the most memory (sacct MaxRSSTask).

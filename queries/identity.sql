@@ -41,12 +41,26 @@ group by host, local_rank having count(distinct rank) = 1;
 
 -- On a single host a local rank is one global rank: as the start-up lines or torchrun's failure
 -- table (`rank : 1 (local_rank: 1)`) pair them; several agents' tables that pair one local rank
--- with several ranks (many hosts) give no link.
+-- with several ranks (many hosts) give no link. torch.multiprocessing.spawn's process index is
+-- the rank the program gives it on one host (`mp.spawn(main, nprocs=N)`, `main(rank, ...)`).
+-- Where every pair the logs show is a local rank equal to its global one (torchrun on one host
+-- numbers both alike), a local rank no line pairs is that global rank too (the HF examples'
+-- `Process rank: 0, device: cuda:0` of a rank that never failed, so no table lists it).
+create or replace temp table local_pairs as
+select local_rank, rank, host from processes
+union all
+select local_rank, rank, host from exits where source = 'torchelastic_summary'
+union all
+select local_rank, local_rank, host from exits where source = 'mp_spawn';
+
 create or replace temp table rank_by_local as
 select local_rank, min(rank) as rank from (
-    select local_rank, rank, host from processes
+    select * from local_pairs
     union all
-    select local_rank, rank, host from exits where source = 'torchelastic_summary'
+    select local_rank, local_rank, host from processes
+    where rank is null and local_rank between 0 and 1023
+      and exists (select 1 from local_pairs where rank is not null and local_rank is not null)
+      and not exists (select 1 from local_pairs where rank <> local_rank)
 )
 where rank is not null and local_rank is not null
   and (select count(distinct host) from processes where host is not null) <= 1

@@ -1,23 +1,25 @@
 -- A rank that the message itself names, for lines whose prefix named none: c10's
 -- `[PG ID 0 PG GUID 0(default_pg) Rank 3]` (the default PG, where the PG rank is the global one),
 -- its older `[Rank 3]` (no PG named: taken as the default PG, and said so in the report), and the
--- bracketed markers trainers put first (`[rank: 3]` Lightning, `[Rank 3]` DeepSpeed, `[rank 3]`),
+-- bracketed markers trainers put first (`[rank: 3]` Lightning, `[Rank 3]` DeepSpeed, `[rank 3]`,
+-- `[rank 3/8]` with the world size),
 -- also where a C++ exception's `what():` quotes the message.
 -- A sub-PG's `[PG ID 2 ... Rank 1]` is a rank inside that group, not a global rank: left alone.
 create or replace temp table inline_rank_lines as
 select file, line,
-       cast(regexp_extract(text, '^(?:\s*what\(\):\s+)?\[(?:PG (?:ID )?0 (?:PG GUID [^ \]]* |\([^)]*\) )?)?[Rr]ank:? ?(\d+)\]', 1) as bigint) as rank,
+       cast(regexp_extract(text, '^(?:\s*what\(\):\s+)?\[(?:PG (?:ID )?0 (?:PG GUID [^ \]]* |\([^)]*\) )?)?[Rr]ank:? ?(\d+)(?:/\d+)?\]', 1) as bigint) as rank,
        not regexp_matches(text, '^(?:\s*what\(\):\s+)?\[PG') as without_pg
 from events
 where rank is null and (starts_with(text, '[') or starts_with(ltrim(text), 'what():'))
-  and regexp_matches(text, '^(?:\s*what\(\):\s+)?\[(?:PG (?:ID )?0 (?:PG GUID [^ \]]* |\([^)]*\) )?)?[Rr]ank:? ?\d+\]');
+  and regexp_matches(text, '^(?:\s*what\(\):\s+)?\[(?:PG (?:ID )?0 (?:PG GUID [^ \]]* |\([^)]*\) )?)?[Rr]ank:? ?\d+(?:/\d+)?\]');
 
 -- A script's own print that starts with its rank (`Rank 0: building model`, `... [eval] rank 2:
--- gathering ...`): after a time, a level and bracketed tags at most, `rank N:` opens the message.
+-- gathering ...`, `rank 3 len(log_vars): 11`, `Rank  1 , epoch  0 :  0.62`): after a time, a level
+-- and bracketed tags at most, `rank N` opens the message.
 insert into inline_rank_lines
-select file, line, cast(regexp_extract(text, '^[\d\-/:,. T]*(?:(?:INFO|WARNING|ERROR|DEBUG|\||-)\s*)*(?:\[[^\]]*\]\s*)*[Rr]ank ?(\d+)(?:/\d+)?:\s', 1) as bigint), false
+select file, line, cast(regexp_extract(text, '^[\d\-/:,. T]*(?:(?:INFO|WARNING|ERROR|DEBUG|\||-)\s*)*(?:\[[^\]]*\]\s*)*[Rr]ank *(\d+)(?:/\d+)?(?:\s*[:,]\s|\s)', 1) as bigint), false
 from events
-where rank is null and contains(lower(text), 'rank') and regexp_matches(text, '^[\d\-/:,. T]*(?:(?:INFO|WARNING|ERROR|DEBUG|\||-)\s*)*(?:\[[^\]]*\]\s*)*[Rr]ank ?(\d+)(?:/\d+)?:\s')
+where rank is null and contains(lower(text), 'rank') and regexp_matches(text, '^[\d\-/:,. T]*(?:(?:INFO|WARNING|ERROR|DEBUG|\||-)\s*)*(?:\[[^\]]*\]\s*)*[Rr]ank *(\d+)(?:/\d+)?(?:\s*[:,]\s|\s)')
   and (file, line) not in (select file, line from inline_rank_lines);
 
 update events e set rank = i.rank from inline_rank_lines i where e.file = i.file and e.line = i.line;

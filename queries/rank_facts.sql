@@ -4,7 +4,7 @@
 -- A view: its readers take a few columns of it; a table copied every event's text (1 GB: 0.1 s).
 create or replace temp view rank_events as
 select e.*, case
-    when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'sglang_scheduler_exception') then 'own'
+    when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'sglang_scheduler_exception', 'store_host_failed') then 'own'
     when kind in ('init_error', 'nccl_remote_error', 'peer_failure_exception', 'gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed',
                   'nccl_net_error', 'watchdog_abort', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',
                   'dump_signal', 'terminate_called', 'monitored_barrier_failed',
@@ -12,6 +12,14 @@ select e.*, case
                   'desync_lagging_not_joined') then 'collateral'
     end as error_class
 from events e where rank is not null;
+
+-- Whether a rank's line came after it was told to stop: by time where both have one, else by
+-- where it stands in the same file (a console's order); a line nothing places is not after it
+-- (a paste's lines often have no time: silence is not to be assumed).
+create or replace temp macro said_after_stop(ts, file, line, term_at, term_file, term_line) as
+    term_line is not null and case
+        when ts is not null and term_at is not null then ts > term_at
+        else file = term_file and line > term_line end;
 
 create or replace temp table rank_exits as
 select rank,
@@ -26,51 +34,70 @@ select rank,
        bool_or(source = 'torchelastic_summary') as listed_failed,
        -- when it was told to stop from outside (the agent's SIGTERM, a SIGTERM it logged receiving)
        min(ts) filter (where reason in ('agent_sigterm', 'signal_received')) as term_at,
+       -- and where it was told, for the lines without a time: a console's order says what came before
+       arg_min(file, (ts, line)) filter (where reason in ('agent_sigterm', 'signal_received')) as term_file,
+       arg_min(line, (ts, line)) filter (where reason in ('agent_sigterm', 'signal_received')) as term_line,
        bool_or(reason in ('agent_sigterm', 'signal_received')) as told_to_stop,
        min(ts) as exit_ts
 from exits where rank is not null group by rank;
 
+-- One grouped pass per table (not a subquery per column: DuckDB planned those 20 correlated
+-- subqueries over the rank_events view in 60 ms, a paste's whole budget for the queries).
 create or replace temp table rank_facts as
+with first_key as (
+    -- the order that picks a rank's first line of a class: its time, then where it is
+    select *, (coalesce(ts, timestamp '2999-01-01'), file, line) as at_key
+    from rank_events
+), said as (
+    select e.rank,
+           min(ts) filter (where error_class = 'own') as own_error_at,
+           arg_min(file || ':' || line, coalesce(ts, timestamp '2999-01-01')) filter (where error_class = 'own') as own_error_where,
+           count(*) filter (where error_class = 'own') as own_errors,
+           -- the rank's first own error, numbers left out: what two ranks that failed alike share
+           regexp_replace(arg_min(text, at_key) filter (where error_class = 'own'), '\d+', 'N', 'g') as own_error_shape,
+           min(ts) filter (where error_class = 'collateral') as collateral_at,
+           count(*) filter (where error_class = 'collateral') as collateral_errors,
+           -- of those, the ones before it was told to stop: what it said after a SIGTERM is its
+           -- shutdown (a handler's broadcast, a lost peer), not what it was doing
+           count(*) filter (where error_class = 'collateral'
+                              and not said_after_stop(e.ts, e.file, e.line, x.term_at, x.term_file, x.term_line))
+             as collateral_before_stop,
+           arg_min(kind, at_key) filter (where error_class = 'collateral') as first_collateral_kind,
+           max(ts) as last_seen,
+           bool_or((kind = 'nccl_destroy' and text ilike '%Destroy%') or kind in ('pg_not_destroyed', 'run_completed')) as said_it_ended
+    from first_key e left join rank_exits x using (rank)
+    group by e.rank
+), stepped as (
+    select rank, max(step) as last_step, max(total) as total_steps, max(ts) as last_step_at
+    from progress where rank is not null group by rank
+), placed as (
+    select rank, any_value(host) as host from processes where rank is not null and host is not null group by rank
+), summary as (
+    -- torchrun's failure summary lists every failed worker: a rank missing from a summary
+    -- that lists (nearly) every other rank did not fail. (With several agents, each lists only
+    -- its own host's workers, so a short summary says nothing about the ranks it omits.) Only a
+    -- summary that lists the workers the agent stopped (SIGTERM, -15) says so: one that lists
+    -- only those that failed when it looked omits a worker still running then, stopped after.
+    select count(distinct rank) >= (select n from world_size) - 2 and bool_or(signal = 15) as lists_nearly_all
+    from exits where source = 'torchelastic_summary' having count(*) > 0
+)
 select w.rank,
-       (select any_value(host) from processes p where p.rank = w.rank and host is not null) as host,
-       (select min(ts) from rank_events e where e.rank = w.rank and error_class = 'own') as own_error_at,
-       (select arg_min(file || ':' || line, coalesce(ts, timestamp '2999-01-01')) from rank_events e
-         where e.rank = w.rank and error_class = 'own') as own_error_where,
-       (select count(*) from rank_events e where e.rank = w.rank and error_class = 'own') as own_errors,
-       -- the rank's first own error, numbers left out: what two ranks that failed alike share
-       (select regexp_replace(arg_min(text, (coalesce(ts, timestamp '2999-01-01'), file, line)), '\d+', 'N', 'g')
-          from rank_events e where e.rank = w.rank and error_class = 'own') as own_error_shape,
-       (select min(ts) from rank_events e where e.rank = w.rank and error_class = 'collateral') as collateral_at,
-       (select count(*) from rank_events e where e.rank = w.rank and error_class = 'collateral') as collateral_errors,
-       -- of those, the ones before it was told to stop: what it said after a SIGTERM is its
-       -- shutdown (a handler's broadcast, a lost peer), not what it was doing
-       (select count(*) from rank_events e where e.rank = w.rank and error_class = 'collateral'
-          and (x.term_at is null or e.ts <= x.term_at)) as collateral_before_stop,
-       (select arg_min(kind, (coalesce(ts, timestamp '2999-01-01'), file, line)) from rank_events e
-         where e.rank = w.rank and error_class = 'collateral') as first_collateral_kind,
-       (select max(step) from progress g where g.rank = w.rank) as last_step,
-       (select max(total) from progress g where g.rank = w.rank) as total_steps,
-       (select max(ts) from progress g where g.rank = w.rank) as last_step_at,
-       (select max(ts) from rank_events e where e.rank = w.rank) as last_seen,
-       x.killed_hard, x.crashed_signal, x.fatal_signal, x.terminated, x.term_at, coalesce(x.told_to_stop, false) as told_to_stop, x.exited_zero, x.exited_error, x.exit_ts,
+       p.host,
+       s.own_error_at, s.own_error_where, coalesce(s.own_errors, 0) as own_errors, s.own_error_shape,
+       s.collateral_at, coalesce(s.collateral_errors, 0) as collateral_errors,
+       coalesce(s.collateral_before_stop, 0) as collateral_before_stop, s.first_collateral_kind,
+       g.last_step, g.total_steps, g.last_step_at,
+       s.last_seen,
+       x.killed_hard, x.crashed_signal, x.fatal_signal, x.terminated, x.term_at, x.term_file, x.term_line, coalesce(x.told_to_stop, false) as told_to_stop, x.exited_zero, x.exited_error, x.exit_ts,
        -- left on its own terms: exit 0, a clean communicator teardown, or its program's end
        -- (ProcessGroupNCCL destructed at exit; with no error of its own, a clean one; or its
        -- trainer's own word that the run finished, where no launcher reports a clean exit: gloo
        -- under torchrun or mpirun, which list only the workers that failed)
-       coalesce(x.exited_zero, false)
-         or exists (select 1 from events e where e.rank = w.rank and e.kind = 'nccl_destroy' and e.text ilike '%Destroy%')
-         or exists (select 1 from events e where e.rank = w.rank and e.kind = 'pg_not_destroyed')
-         or exists (select 1 from events e where e.rank = w.rank and e.kind = 'run_completed')
-         as left_cleanly,
-       -- torchrun's failure summary lists every failed worker: a rank missing from a summary
-       -- that lists (nearly) every other rank did not fail. (With several agents, each lists only
-       -- its own host's workers, so a short summary says nothing about the ranks it omits.)
-       exists (select 1 from exits where source = 'torchelastic_summary')
-         and not coalesce(x.listed_failed, false)
-         and (select count(distinct rank) from exits where source = 'torchelastic_summary')
-             >= (select n from world_size) - 2
-         as absent_from_summary
-from world w left join rank_exits x using (rank);
+       coalesce(x.exited_zero, false) or coalesce(s.said_it_ended, false) as left_cleanly,
+       exists (select 1 from summary) and not coalesce(x.listed_failed, false)
+         and (select lists_nearly_all from summary) as absent_from_summary
+from world w left join rank_exits x using (rank)
+left join said s using (rank) left join stepped g using (rank) left join placed p using (rank);
 
 -- A common-mode failure: every rank died the same way at about the same moment (the same crash
 -- signal, or the same exception from the same place), none of them after waiting for another: the
@@ -104,14 +131,15 @@ with dead as (
       and not exists (select 1 from every)
     having count(*) > 0
 ), reported as (
-    -- Open MPI's signal handler printed the same crash signal for several processes (host:pid,
-    -- no rank), mpirun names one rank dead of that signal, and no rank says a word of its own, of
-    -- a lost peer or a timeout: they died together.
+    -- Open MPI's or UCX's signal handler printed the same crash signal for several processes
+    -- (host:pid, no rank), the launcher (mpirun, torchrun) names one rank dead of that signal,
+    -- and no rank says a word of its own, of a lost peer or a timeout: they died together.
     select 'first_of_reported' as basis,
            any_value(case signal when 11 then 'SIGSEGV' when 7 then 'SIGBUS' when 4 then 'SIGILL' when 8 then 'SIGFPE'
                                  when 6 then 'SIGABRT' end || ' (signal ' || signal || ')') as how
-    from exits where source = 'ompi' and reason = 'signal_report' and signal in (11, 7, 4, 8, 6)
-      and exists (select 1 from exits m where m.source = 'mpirun' and m.reason = 'signaled' and m.signal = exits.signal)
+    from exits where source in ('ompi', 'ucx') and reason = 'signal_report' and signal in (11, 7, 4, 8, 6)
+      and exists (select 1 from exits m where m.signal = exits.signal
+                    and (m.source = 'mpirun' and m.reason = 'signaled' or m.source = 'torchelastic' and m.reason = 'worker_failed'))
       and not exists (select 1 from rank_facts where own_errors > 0 or collateral_errors > 0 or killed_hard
                                                       or terminated or exited_zero)
       and not exists (select 1 from every) and not exists (select 1 from silent)

@@ -184,6 +184,35 @@ def test_one_rank_crashing_while_the_others_lose_it_is_not_common_mode(con):
     assert con.execute("select basis from common_mode").fetchall() == [("first_of_silent",)]
 
 
+def test_ucx_crash_reports_of_several_processes_under_torchrun_are_common_mode(con):
+    """UCX's handler reports signal 11 for three pids (no rank), torchrun names one rank dead of it,
+    nobody lost a peer or timed out: they died together."""
+    for pid in (5120, 5122, 5125):
+        con.execute("insert into exits (file, line, host, pid, signal, reason, source) values "
+                    "('w0.log', ?, 'w0', ?, 11, 'signal_report', 'ucx')", [pid - 5000, pid])
+    con.execute("insert into exits (file, line, rank, pid, signal, reason, source) values "
+                "('w0.log', 200, 5, 5125, 11, 'worker_failed', 'torchelastic')")
+    for rank in range(8):
+        con.execute("insert into events (file, line, rank, kind, text) values ('w0.log', ?, ?, 'nccl', 'Init START')", [rank, rank])
+    queries.run_all(con)
+    assert con.execute("select basis, how from common_mode").fetchall() == [("first_of_reported", "SIGSEGV (signal 11)")]
+
+
+def test_a_size_print_differs_for_the_minority_whatever_follows_it(con):
+    """One print per rank of the size it hands a collective: `len(...)`, `N elements`, what follows
+    (a key list, a remark) is not part of the template."""
+    keys = "a,b,c,d"
+    for rank, text in [(0, f"rank 0 len(log_vars): 4 keys: {keys}"), (1, f"rank 1 len(log_vars): 4 keys: {keys}"),
+                       (2, "rank 2 len(log_vars): 2 keys: a,b"), (3, f"rank 3 len(log_vars): 4 keys: {keys}"),
+                       (0, "rank 0: all_reduce over 400 elements (x2, the odd one)"),
+                       (1, "rank 1: all_reduce over 200 elements"), (2, "rank 2: all_reduce over 200 elements")]:
+        con.execute("insert into events (file, line, rank, kind, text) values ('c', ?, ?, 'other', ?)",
+                    [len(text) + rank, rank, text])
+    queries.run_all(con)
+    assert con.execute("select rank, shape, majority_shape from shape_minority order by rank").fetchall() == [
+        (0, "400", "200"), (2, "2", "4")]
+
+
 def test_two_ranks_in_two_calls_name_nobody(con):
     for rank, call in [(0, "all_reduce"), (1, "broadcast")]:
         con.execute("insert into events (file, line, rank, kind, text) values ('f', ?, ?, 'traceback_frame', ?)",
