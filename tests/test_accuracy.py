@@ -25,6 +25,17 @@ UNDECIDABLE = {
                                            "metrics all_reduce that ranks 0 and 3 completed, with the same traceback and the same "
                                            "error; nothing in the logs tells which of the two issued 3 elements",
     "generated stall-torchrun-nocoll-new-2.26.2": "no COLL lines: only ranks whose watchdog fired before the agent's SIGTERM report a SeqNum",
+    # runs of scripts written in other people's styles (samples/capture/ext)
+    "ext-log-missing_collective-2": "two ranks, no SeqNum: rank 0 waits in a barrier past the all_reduce rank 1 waits in; "
+                                    "rank 0 skipped that all_reduce, or rank 1 issued one the program does not, and with "
+                                    "two ranks no majority says which",
+    "ext-tv-size_mismatch-2": "two ranks, no SeqNum, gloo does not compare sizes: both time out in the same all_reduce",
+    "ext-mpi-missing_collective-2": "two ranks: rank 0 aborts on gloo's size check (an unranked what():) when its next "
+                                    "all_reduce meets rank 1's larger one; which of the two left the program's order "
+                                    "no line says",
+    "ext-spawn-early_exit-2": "the rank that left prints one unprefixed line; mp.spawn names only the rank that lost it",
+    "ext-spawn-healthy-2": "mp.spawn prints nothing when every process exits 0 and the script no closing line: the log "
+                           "ends as one collected while the job ran would",
 }
 SCORES: list[tuple] = []
 

@@ -182,6 +182,25 @@ FIRST_LINE = {
     # train_prints.py captures (print() stages, a tqdm bar per rank)
     "tr-stall_before_ddp-4": "torchrun/none_it7y39op/attempt_0/2/stdout.log:2",   # prints_stopped_short: Rank 2: moving model to cpu (its last print)
     "tr-uneven_shards_val-4": "torchrun/none_6rqfqxt8/attempt_0/3/stderr.log:1",  # ran_out_of_batches: rank 3's bar (one line of \r redraws, to 9/9)
+    # runs of scripts written in other people's styles (samples/capture/ext)
+    "ext-log-crash_exception-2": "torchrun/none_1x9zivpb/attempt_0/1/stderr.log:26",  # own_error_first: 'OSError: shard-00003.bin: unexpected end of record at offset'
+    "ext-log-early_exit-3": "console.log:18",  # left_cleanly: '[rank 2] reached end of local shard at step 12, finishing'
+    "ext-log-hang_dataload-4-cpplog": "console.log:29",  # silent_while_others_timed_out: '[rank 3] epoch 0 step 0 | loss 5.5954 | 39.6 ms/step'
+    "ext-log-healthy-3": "console.log:42",  # no_failure: 'training finished'
+    "ext-log-missing_collective-2": "console.log:30",  # None: 'RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/tr'
+    "ext-mpi-early_exit-4": "console.log:21",  # left_while_peers_lost_it: '[rank 3] epoch 0:  25%|██▌       | 2/8 [00:00<00:00, 15.72it'
+    "ext-mpi-healthy-4": "console.log:49",  # no_failure: '[rank 0] epoch 0: 100%|██████████| 8/8 [00:00<00:00,  8.72it'
+    "ext-mpi-missing_collective-2": "console.log:8",  # None: '  what():  [enforce fail at /__w/pytorch/pytorch/third_party'
+    "ext-mpi-size_mismatch-3-detail": "console.log:65",  # runtime_named_mismatch: 'RuntimeError: Detected mismatch between collectives on ranks'
+    "ext-spawn-crash_exception-4": "console.log:51",  # own_error_first: 'OSError: image file is truncated (3 bytes not processed): sa'
+    "ext-spawn-crash_sigkill-3": "console.log:20",  # own_error_first: 'torch.multiprocessing.spawn.ProcessExitedException: process '
+    "ext-spawn-early_exit-2": "console.log:46",  # None: 'RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/tr'
+    "ext-spawn-healthy-2": "console.log:35",  # None: 'Epoch 2 | Training checkpoint saved at /tmp/snapshot.pt'
+    "ext-tv-crash_sigkill-4-cpplog": "console.log:67",  # own_error_first: 'failed (exitcode: -9) local_rank: 0 (pid: 12017) of binary: '
+    "ext-tv-hang_dataload-3": "console.log:29",  # silent_while_others_timed_out: 'RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/tr'
+    "ext-tv-healthy-4": "console.log:26",  # no_failure: 'Training time 0:00:01'
+    "ext-tv-missing_collective-4": "console.log:68",  # blocked_in_extra_barrier: '  File "/work/torchenv/lib/python3.11/site-packages/torch/di'
+    "ext-tv-size_mismatch-2": "console.log:42",  # None: 'RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/tr'
 }
 
 

@@ -8,15 +8,30 @@ from correlator.pipeline import decide_and_report, parse_job
 SAMPLES = sorted(p.parent for p in Path(__file__).parent.parent.glob("samples/*/expected.json"))
 
 
+# Runs of scripts written in other people's styles (samples/capture/ext): their own prints
+# (`Loading data`, `Creating model`, `Rank  1 , epoch  0 :  0.62`) are text no format claims.
+OTHER_PEOPLES_SCRIPTS = "ext-"
+
+
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.name for s in SAMPLES])
 def test_every_line_recognised(sample):
+    """Our own captures: every line. Other people's scripts: every line that says something went
+    wrong (the words error_lines.sql reads a failure in), whatever the script printed around it."""
     con = parse_job(sample / "logs").con
     lines, unparsed, skipped = con.execute(
         "select sum(lines), sum(lines_unparsed), count(skip_reason) from files").fetchone()
-    leftovers = con.execute("select file, line, text from events where kind = 'other' limit 5").fetchall()
     assert lines > 0
-    assert unparsed == 0, leftovers
     assert skipped == 0
+    if sample.name.startswith(OTHER_PEOPLES_SCRIPTS):
+        failing = con.execute(
+            r"""select file, line, text from events where kind = 'other' and regexp_matches(text,
+                '(\w(Error|Exception)(:|$)|\b(error|Error|ERROR):|\bERROR\b|\bFAILED\b|Traceback|[Ff]atal error|'
+                '[Ss]egmentation fault|core dumped|timed out|\b[Aa]borted\b|\bKilled\b|[Uu]nhandled|'
+                '(reset|closed) by (remote )?peer|[Bb]roken pipe|out of memory)')""").fetchall()
+        assert not failing, failing
+        return
+    leftovers = con.execute("select file, line, text from events where kind = 'other' limit 5").fetchall()
+    assert unparsed == 0, leftovers
 
 
 # Where a launcher's or a scheduler's lines come from (formats/*.toml `source`): torchrun's agent and
