@@ -5,8 +5,10 @@
 -- `[rank 3/8]` with the world size),
 -- also where a C++ exception's `what():` quotes the message.
 -- A sub-PG's `[PG ID 2 ... Rank 1]` is a rank inside that group, not a global rank: left alone.
+-- Keyed by the text too: a line cut into pieces (tqdm's `\r` redraws of several ranks) has an
+-- event per piece, each with its own marker.
 create or replace temp table inline_rank_lines as
-select file, line,
+select file, line, text,
        cast(regexp_extract(text, '^(?:\s*what\(\):\s+)?\[(?:PG (?:ID )?0 (?:PG GUID [^ \]]* |\([^)]*\) )?)?[Rr]ank:? ?(\d+)(?:/\d+)?\]', 1) as bigint) as rank,
        not regexp_matches(text, '^(?:\s*what\(\):\s+)?\[PG') as without_pg
 from events
@@ -17,12 +19,12 @@ where rank is null and (starts_with(text, '[') or starts_with(ltrim(text), 'what
 -- gathering ...`, `rank 3 len(log_vars): 11`, `Rank  1 , epoch  0 :  0.62`): after a time, a level
 -- and bracketed tags at most, `rank N` opens the message.
 insert into inline_rank_lines
-select file, line, cast(regexp_extract(text, '^[\d\-/:,. T]*(?:(?:INFO|WARNING|ERROR|DEBUG|\||-)\s*)*(?:\[[^\]]*\]\s*)*[Rr]ank *(\d+)(?:/\d+)?(?:\s*[:,]\s|\s)', 1) as bigint), false
+select file, line, text, cast(regexp_extract(text, '^[\d\-/:,. T]*(?:(?:INFO|WARNING|ERROR|DEBUG|\||-)\s*)*(?:\[[^\]]*\]\s*)*[Rr]ank *(\d+)(?:/\d+)?(?:\s*[:,]\s|\s)', 1) as bigint), false
 from events
 where rank is null and contains(lower(text), 'rank') and regexp_matches(text, '^[\d\-/:,. T]*(?:(?:INFO|WARNING|ERROR|DEBUG|\||-)\s*)*(?:\[[^\]]*\]\s*)*[Rr]ank *(\d+)(?:/\d+)?(?:\s*[:,]\s|\s)')
-  and (file, line) not in (select file, line from inline_rank_lines);
+  and (file, line, text) not in (select file, line, text from inline_rank_lines);
 
-update events e set rank = i.rank from inline_rank_lines i where e.file = i.file and e.line = i.line;
+update events e set rank = i.rank from inline_rank_lines i where e.file = i.file and e.line = i.line and e.text = i.text;
 
 -- How the report read the markers it could read two ways (job.rank_readings).
 create or replace temp table rank_readings as
