@@ -102,16 +102,16 @@ having bool_and(o.cmp < 0) and count(*) >= 2 and (select yes from all_waiting);
 create or replace temp table shape_prints as
 with sized as (
     select rank, file, line, ts,
-           regexp_extract(text, '(?:torch\.Size\(\[|\bshape[=: ]+\[?|\bnumel[=: ]+|\blen\([\w.]*\)[=: ]+)(\d[\d, x]*)|\b(\d+) elements\b',
-                          ['before', 'after']) as size,
-           regexp_extract(text, '^(.*?)(?:torch\.Size\(\[|\bshape[=: ]+\[?|\bnumel[=: ]+|\blen\([\w.]*\)[=: ]+|\b\d+ elements\b)', 1) as head
+           regexp_extract(text, '^(.*?)(?:(?:torch\.Size\(\[|\bshape[=: ]+\[?|\bnumel[=: ]+|\blen\([\w.]*\)[=: ]+)(\d[\d, x]*)|\b(\d+) elements\b)',
+                          ['head', 'before', 'after']) as m
     from events
-    where rank is not null
-      and regexp_matches(text, 'torch\.Size\(\[\d|\bshape[=: ]+\[?\d|\bnumel[=: ]+\d|\blen\([\w.]*\)[=: ]+\d|\b\d+ elements\b')
+    where rank is not null   -- the words one of which each size print holds, before the regex
+      and (contains(text, 'Size([') or contains(text, 'shape') or contains(text, 'numel')
+           or contains(text, 'len(') or contains(text, ' elements'))
 )
-select rank, file, line, ts, trim(coalesce(nullif(size.before, ''), size.after), ' ,') as shape,
-       regexp_replace(head, '\d+', '#', 'g') || '<shape>' as template
-from sized;
+select rank, file, line, ts, trim(coalesce(nullif(m.before, ''), m.after), ' ,') as shape,
+       regexp_replace(m.head, '\d+', '#', 'g') || '<shape>' as template
+from sized where m.before <> '' or m.after <> '';
 
 create or replace temp table shape_minority as
 with last as (

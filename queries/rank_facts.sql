@@ -51,7 +51,8 @@ with first_key as (
 ), said as (
     select e.rank,
            min(ts) filter (where error_class = 'own') as own_error_at,
-           arg_min(file || ':' || line, coalesce(ts, timestamp '2999-01-01')) filter (where error_class = 'own') as own_error_where,
+           arg_min(file, at_key) filter (where error_class = 'own') as own_error_file,
+           arg_min(line, at_key) filter (where error_class = 'own') as own_error_line,
            count(*) filter (where error_class = 'own') as own_errors,
            -- the rank's first own error, numbers left out: what two ranks that failed alike share
            regexp_replace(arg_min(text, at_key) filter (where error_class = 'own'), '\d+', 'N', 'g') as own_error_shape,
@@ -83,7 +84,7 @@ with first_key as (
 )
 select w.rank,
        p.host,
-       s.own_error_at, s.own_error_where, coalesce(s.own_errors, 0) as own_errors, s.own_error_shape,
+       s.own_error_at, s.own_error_file, s.own_error_line, coalesce(s.own_errors, 0) as own_errors, s.own_error_shape,
        s.collateral_at, coalesce(s.collateral_errors, 0) as collateral_errors,
        coalesce(s.collateral_before_stop, 0) as collateral_before_stop, s.first_collateral_kind,
        g.last_step, g.total_steps, g.last_step_at,
