@@ -17,7 +17,6 @@ from .cli_common import (COLOR_HELP, ColorChoice, OneLineErrors, ReportFormat as
                          write_output)
 from .engine_ray import ADDRESS_HELP, ENGINE_HELP, Engine, EngineError, parser_for
 from .pipeline import WINDOW, InputError, analyze as analyze_job
-from .without_pandas import hide as hide_pandas
 
 INPUTS_HELP = ("The job's logs: its directory, one or more log files or archives (.gz, .zst, .tar*), "
                "or - for standard input (a paste); several together are one job.")
@@ -224,8 +223,3 @@ def _register_store() -> None:
 
 _register_store()
 
-
-def command() -> None:
-    """The `correlator` console script: the app, with pandas hidden from pyarrow (without_pandas)."""
-    hide_pandas()
-    app()

@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 from correlator.parsers.files import GroupResults, parse_sources
 
 from .discover import Source
-from .without_pandas import allow as allow_pandas
+from .unused_modules import allow as allow_unused
 from .pipeline import GROUP_BYTES, GROUP_FILES, WINDOW_GROUP_BYTES, GroupParser
 
 TASK_RETRIES = 3
@@ -38,7 +38,7 @@ class EngineError(Exception):
 
 
 def _ray():
-    allow_pandas()  # Ray's driver may use it
+    allow_unused()  # Ray's driver uses numpy, and may use pandas
     try:
         import ray
     except ImportError:

@@ -5,7 +5,6 @@ none means `unknown`, with the facts that would have decided it.
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import duckdb
 
 from correlator import queries
+from correlator.parsers import toml_files
 
 from .counters import COUNTER_SOURCES, printed_label, seq_label
 from .ranges import compress
@@ -58,14 +58,14 @@ class Verdict:
 
 @cache
 def rules() -> tuple[Rule, ...]:
-    doc = tomllib.loads((HERE / "rules.toml").read_text())
+    doc = toml_files.load(HERE / "rules.toml")
     lists = ("evidence_kinds", "alternative_kinds", "missing_facts", "proven_by")
     return tuple(Rule(**{**r, **{k: tuple(r.get(k, ())) for k in lists}}) for r in doc["rule"])
 
 
 @cache
 def remedies() -> dict:
-    return tomllib.loads((HERE / "remedies.toml").read_text())
+    return toml_files.load(HERE / "remedies.toml")
 
 
 def _one(con: duckdb.DuckDBPyConnection, sql: str):

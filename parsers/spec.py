@@ -16,10 +16,11 @@ is several times faster than a regex with many groups.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
+
+from . import toml_files
 
 FORMATS_DIR = Path(__file__).parent / "formats"
 LAYERS = ("wrapper", "header", "message")
@@ -149,7 +150,7 @@ def load(folder: Path) -> tuple[FormatSpec, ...]:
     """The specs of every TOML file of `folder` (read in name order), checked together."""
     specs = []
     for path in sorted(folder.glob("*.toml")):
-        doc = tomllib.loads(path.read_text())
+        doc = toml_files.load(path)
         source = doc.get("source", path.stem)
         specs.extend(_spec(dict(e), source, path.name) for e in doc.get("format", []))
     names = [s.name for s in specs]
