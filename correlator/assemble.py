@@ -132,7 +132,11 @@ def _divergence(con) -> dict | None:
         "union select rank from speaking_ranks where pg = ? order by 1",
         [d["pg"], d["counter"], d["pg"]]).fetchall()]
     out = [{"ranks": g["ranks"], "op": g["op"], "numel": g["numel"], "dtype": g["dtype"]} for g in groups]
-    never = [r for r in members if r not in issued]
+    # a rank that stands in a later seq went past this one: what it issued here is not in the logs,
+    # so it is in no group (op null would say it never issued it)
+    past = [r[0] for r in con.execute("select rank from standing where pg = ? and counter = ? and seq > ? order by rank",
+                                      [d["pg"], d["counter"], d["seq"]]).fetchall() if r[0] not in issued]
+    never = [r for r in members if r not in issued and r not in past]
     if never:
         out.append({"ranks": never, "op": None})
     try:   # as the first line at the divergence prints it (queries/evidence.sql)
@@ -141,7 +145,7 @@ def _divergence(con) -> dict | None:
         first = []
     label = printed_label(d["counter"], d["seq"], line_text(con, *first[0]) if first else None)
     return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out, "ops": _ops(out),
-            "seq_printed": seq_printed(d["counter"], d["seq"]), "seq_label": label}
+            "seq_printed": seq_printed(d["counter"], d["seq"]), "seq_label": label, "ranks_past": past}
 
 
 def _ops(groups: list[dict]) -> dict:

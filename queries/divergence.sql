@@ -35,6 +35,27 @@ select pg, counter, seq, op, numel, dtype, ranks, len(ranks) as n from (
     from seq_rows where counter = 'nccl_opcount' and op not in ('SEND', 'RECV')
     group by pg, counter, seq, op, numel_in, dtype);
 
+-- Where each rank stands in each PG's sequence, by the counters whose lines say where a rank waits:
+-- the SeqNum its watchdog timed out in, else the last it issued (DETAIL's "is running" fingerprint).
+-- What was enqueued says what the CPU launched ahead of the GPU, not where the rank waits: the PG
+-- status's last enqueued is left out, and so are NCCL's opCount and Flight Recorder's entries (both
+-- recorded at enqueue; FR's own matching reads their states, fr_findings.sql).
+create or replace temp table standing as
+select pg, counter, rank,
+       coalesce(min(seq) filter (where state = 'timeout'), max(seq) filter (where state <> 'last_enqueued')) as seq
+from seq_rows where counter in ('pg_seq', 'detail_seq')
+group by pg, counter, rank
+having seq is not null;
+
+-- Most ranks stand in one seq and the others further on: the ranks past it did not issue that seq
+-- as the majority did (a collective of the whole PG completes for every rank or for none), so it
+-- is where they diverged; what the ranks past it issued there is not in the logs.
+create or replace temp table sequence_ahead as
+select pg, counter, min(seq) as seq, list(rank order by rank) filter (where seq > lowest) as ranks from (
+    select *, min(seq) over (partition by pg, counter) as lowest from standing)
+group by pg, counter
+having max(seq) > min(seq) and 2 * count(*) filter (where seq = lowest) > count(*);
+
 create or replace temp table divergence_all as
 with split as (  -- seqs where ranks issued different things
     select pg, counter, seq from seq_groups group by pg, counter, seq having count(*) > 1
@@ -63,7 +84,7 @@ with split as (  -- seqs where ranks issued different things
            and min(s.seq) = (select l.last_seq from last_seq l where l.pg = s.pg and l.counter = s.counter and l.rank = s.rank)
     ) group by pg, counter having count(distinct seq) > 1
 ), missing as (select * from behind union all select * from silent union all select * from checked
-               union all select * from apart)
+               union all select * from apart union all select pg, counter, seq from sequence_ahead)
 select pg, counter, min(seq) as seq, arg_min(kind = 'split', seq) as split,
        (select count(distinct rank) from last_seq l where l.pg = d.pg and l.counter = d.counter) as coverage
 from (

@@ -69,6 +69,25 @@ def test_ranks_that_time_out_in_different_collectives_diverge_after_the_lower(co
     assert con.execute("select pg, counter, seq, split from divergence").fetchall() == [("0", "pg_seq", 61878, False)]
 
 
+def test_ranks_past_the_collective_most_ranks_wait_in_diverge_there(con):
+    """Ranks 0, 2, 3 wait in SeqNum 1836; rank 1 waits in 1837 (an uneven split sent it on): 1836,
+    which rank 1 did not issue as the others did, is where they diverged, and rank 1 is past it."""
+    _collectives(con, [(r, "0", "pg_seq", 1836, "ALLREDUCE", 6553600, "timeout") for r in (0, 2, 3)]
+                 + [(1, "0", "pg_seq", 1837, "ALLREDUCE", 2, "timeout")])
+    queries.run_all(con)
+    assert con.execute("select seq, split from divergence").fetchall() == [(1836, False)]
+    assert con.execute("select seq, ranks from sequence_ahead").fetchall() == [(1836, [1])]
+
+
+def test_a_rank_that_enqueued_further_is_not_ahead(con):
+    """What a rank enqueued (the PG status's last enqueued) is ahead of where it waits: rank 1
+    timed out in 1836 with the others, though it enqueued up to 1840."""
+    _collectives(con, [(r, "0", "pg_seq", 1836, "ALLREDUCE", 8, "timeout") for r in range(4)])
+    con.execute("insert into pg_status (file, line, rank, pg, last_enqueued, last_completed) values ('f', 2, 1, '0', 1840, 1835)")
+    queries.run_all(con)
+    assert con.execute("select count(*) from sequence_ahead").fetchone() == (0,)
+
+
 @pytest.mark.parametrize("culprit_ops,kind", [
     (["BROADCAST", "ALLREDUCE"], "collective_mismatch"),   # the pair swapped: its next op is the others' first
     (["BROADCAST", "ALLGATHER"], "missing_collective"),    # the ALLREDUCE skipped: every later op one early

@@ -163,7 +163,13 @@ def _divergence_text(divergence: dict) -> str:
     sides = "; ".join(f"{compress(g.get('ranks') or [], RANGES_LIMIT) or UNKNOWN}: {clean_line(g.get('op')) or 'never issued'}"
                       for g in groups[:4])
     more = f"; +{len(groups) - 4} more groups" if len(groups) > 4 else ""
-    return f"{where} ({sides}{more})"
+    past = _ranks_past(divergence)
+    return f"{where} ({sides}{more}{f'; {past}: past it' if past else ''})"
+
+
+def _ranks_past(divergence: dict) -> str:
+    """The ranks already in a later seq (`1`, `0-3`), whose op at this one the logs do not say."""
+    return compress([r for r in divergence.get("ranks_past") or [] if isinstance(r, int)], RANGES_LIMIT)
 
 
 def _label(label: object, counter: object, seq: object) -> str | None:
@@ -259,6 +265,8 @@ def _divergence_section(report: dict, max_rows: int) -> Section:
         caption += f": {', '.join(fields)} differ{'s' if len(fields) == 1 else ''}"
     elif any(g.get("op") is None for g in groups):
         caption += ": a rank never issued it"
+    if past := _ranks_past(divergence):
+        caption += f"; rank(s) {past} already in a later one (what they issued here is not in the logs)"
     columns = ["ranks", "count", "op", "numel", "dtype"] + (["as the log prints it"] if any(printed) else [])
     return Section("Divergence", tables=[(caption, _table(columns, rows, max_rows, "groups"))])
 
