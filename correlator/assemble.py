@@ -363,7 +363,8 @@ def build(con: duckdb.DuckDBPyConnection, verdict: Verdict, job_id: str, log_dir
 
 def remedy_values(con, verdict: Verdict, report: dict) -> dict:
     """The job's own values the remedies' verify commands are filled with (shell-quoted): the
-    Slurm job id, the culprit's rank, host, pid and own log file, the world size, the log directory."""
+    Slurm job id, the culprit's rank, host, pid and own log file, the world size, the log directory,
+    the c10d store's port where opening it failed."""
     values: dict = {"log_dir": report["job"]["log_dir"], "nranks": report["job"]["world_size"]}
     slurm = con.execute(r"""select coalesce(
             (select regexp_extract(text, 'JobId=(\d+)', 1) from events
@@ -388,4 +389,9 @@ def remedy_values(con, verdict: Verdict, report: dict) -> dict:
             values["culprit_log"] = str(Path(values["log_dir"], own))
     d = report.get("divergence") or {}
     values["seq_label"], values["pg"] = d.get("seq_label"), d.get("pg")
+    # the store's port, as a failure to open it prints it (`port: 29526`, `[::]:29511`)
+    port = con.execute(r"""select regexp_extract(text, '(?:port:? |\]:)(\d+)', 1) from events
+                           where kind = 'store_host_failed' and regexp_matches(text, '(?:port:? |\]:)\d+')
+                           order by file, line limit 1""").fetchall()
+    values["port"] = port[0][0] if port else None
     return {k: shlex.quote(str(v)) for k, v in values.items() if v is not None and str(v) != ""}

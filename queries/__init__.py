@@ -37,6 +37,7 @@ STAGES = (
     ("mismatch_rows", {}),
     ("nccl_ras", {}),
     ("world", {}),
+    ("unnamed_comms", {}),
     ("error_lines", {}),
     ("horovod_stalls", {}),
     # Flight Recorder dumps matched across ranks; fr_canonical rewrites their `collectives` rows

@@ -21,7 +21,9 @@ select * from fr_divergence_all
 order by priority, size desc, seq, pg, counter, owner nulls first, finding, gkey
 limit 1;
 
--- Per rank at the divergence: the op it issued there; members that never issued it get none.
+-- Per rank at the divergence: the op it issued there; members that never issued it get none. Of a
+-- point-to-point pair, the peer posted its side (the other op) where the sizes differ or only the
+-- kernels' states do; where it never posted, none.
 create or replace temp table fr_divergence_ops as
 select c.rank, c.op, c.in_numel as numel, c.in_dtypes as dtype, c.state, c.sig, c.seq_printed
 from fr_divergence d join fr_coll c on c.gkey = d.gkey and c.seq = d.seq
@@ -33,7 +35,9 @@ where d.counter = 'fr_seq' and not exists (select 1 from fr_coll c where c.gkey 
 union all   -- p2p: the rank waiting and its peer
 select owner, p2p_op, null, null, null, null, p2p_printed from fr_divergence where counter = 'fr_p2p_seq'
 union all
-select peer, case when finding = 'p2p_size' then 'RECV' end, null, null, null, null, null
+select peer, case when finding in ('p2p_size', 'p2p_state_behind') then
+                    case upper(p2p_op) when 'SEND' then 'RECV' when 'RECV' then 'SEND' end end,
+       null, null, null, null, null
 from fr_divergence where counter = 'fr_p2p_seq';
 
 -- The report's first_stalled names nobody when every rank reached the same seq; the rank whose

@@ -182,6 +182,7 @@ FIRST_LINE = {
     # train_prints.py captures (print() stages, a tqdm bar per rank)
     "tr-stall_before_ddp-4": "torchrun/none_it7y39op/attempt_0/2/stdout.log:2",   # prints_stopped_short: Rank 2: moving model to cpu (its last print)
     "tr-uneven_shards_val-4": "torchrun/none_6rqfqxt8/attempt_0/3/stderr.log:1",  # ran_out_of_batches: rank 3's bar (one line of \r redraws, to 9/9)
+    "tr-error_after_end-4": "torchrun/none_tlf8xg0z/attempt_0/0/stderr.log:10",  # errors_after_the_end: '[rank 0] training finished'
     # runs of scripts written in other people's styles (samples/capture/ext)
     "ext-log-crash_exception-2": "torchrun/none_1x9zivpb/attempt_0/1/stderr.log:26",  # own_error_first: 'OSError: shard-00003.bin: unexpected end of record at offset'
     "ext-log-early_exit-3": "console.log:18",  # left_cleanly: '[rank 2] reached end of local shard at step 12, finishing'
@@ -195,6 +196,7 @@ FIRST_LINE = {
     "ext-spawn-crash_exception-4": "console.log:51",  # own_error_first: 'OSError: image file is truncated (3 bytes not processed): sa'
     "ext-spawn-crash_sigkill-3": "console.log:20",  # own_error_first: 'torch.multiprocessing.spawn.ProcessExitedException: process '
     "ext-spawn-early_exit-2": "console.log:46",  # None: 'RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/tr'
+    "ext-spawn-port_taken-4": "console.log:41",  # store_host_failed: 'torch.distributed.DistNetworkError: The server socket has fa'
     "ext-spawn-healthy-2": "console.log:35",  # None: 'Epoch 2 | Training checkpoint saved at /tmp/snapshot.pt'
     "ext-tv-crash_sigkill-4-cpplog": "console.log:67",  # own_error_first: 'failed (exitcode: -9) local_rank: 0 (pid: 12017) of binary: '
     "ext-tv-hang_dataload-3": "console.log:29",  # silent_while_others_timed_out: 'RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/tr'
@@ -469,7 +471,7 @@ def test_how_the_culprits_died_is_not_collateral(reports, sample):
 
 # --- 6. verify lines are commands with the job's own values -----------------------------------
 
-COMMANDS = {"sacct", "correlator", "ssh", "py-spy", "grep", "find", "all_reduce_perf", "nsys", "ibstat"}
+COMMANDS = {"sacct", "correlator", "ssh", "py-spy", "grep", "find", "all_reduce_perf", "nsys", "ibstat", "ss"}
 PLACEHOLDERS = re.compile(r"JOBID|\bPID\b|<[^>]*>|\.\.\.|your_script|\{\w+\}|\bN\b")
 
 

@@ -88,6 +88,33 @@ def test_a_rank_that_enqueued_further_is_not_ahead(con):
     assert con.execute("select count(*) from sequence_ahead").fetchone() == (0,)
 
 
+def _comm(con, host, pid, comm, rank, nranks, line):
+    con.execute("insert into comms (file, line, host, pid, comm, rank, nranks, phase) values ('f', ?, ?, ?, ?, ?, ?, 'COMPLETE')",
+                [line, host, pid, comm, rank, nranks])
+
+
+def test_communicators_without_a_comm_id_are_matched_in_the_order_each_process_created_them(con):
+    """NCCL < 2.19 prints no commId: the first 2-rank communicator of each of two processes (ranks
+    0 and 1 in it) is one communicator; its opCounts then compare, and rank 0 is behind."""
+    _comm(con, "n01", 40, "0x55d0", 0, 2, 1)
+    _comm(con, "n02", 28, "0x5612", 1, 2, 2)
+    for rank, host, pid, comm, last in ((0, "n01", 40, "0x55d0", 24), (1, "n02", 28, "0x5612", 25)):
+        con.execute("insert into collectives (file, line, rank, host, pid, comm, counter, seq, op, state) "
+                    "values ('f', ?, ?, ?, ?, ?, 'nccl_opcount', ?, 'BROADCAST', 'issued')", [10 + rank, rank, host, pid, comm, last])
+    queries.run_all(con)
+    assert con.execute("select distinct comm_id from comms").fetchall() == [("2-rank comm #1",)]
+    assert con.execute("select pg, seq from divergence").fetchall() == [("2-rank comm #1", 25)]
+
+
+def test_communicators_of_one_size_with_repeated_ranks_are_left_apart(con):
+    """Two TP groups of 2 on four processes: each process's first 2-rank comm holds rank 0 or 1 of
+    its own group, so the four are not one communicator."""
+    for pid, rank in ((1, 0), (2, 1), (3, 0), (4, 1)):
+        _comm(con, "n01", pid, f"0x{pid}", rank, 2, pid)
+    queries.run_all(con)
+    assert con.execute("select count(*) from comms where comm_id is not null").fetchone() == (0,)
+
+
 @pytest.mark.parametrize("culprit_ops,kind", [
     (["BROADCAST", "ALLREDUCE"], "collective_mismatch"),   # the pair swapped: its next op is the others' first
     (["BROADCAST", "ALLGATHER"], "missing_collective"),    # the ALLREDUCE skipped: every later op one early

@@ -45,3 +45,44 @@ def test_the_case_is_decided_by_its_rule_and_right(rule, case):
     verdict = analyze(logs).report["verdict"]
     assert verdict["rule"] == rule, (verdict["rule"], verdict["kind"], verdict["culprit_ranks"])
     assert right(verdict, want), (verdict["kind"], verdict["culprit_ranks"], want["kind"], want["culprit_ranks"])
+
+
+def _kinds_of_proof(rule) -> set[str]:
+    """`real-world`: a case of tests/realworld/ (a public thread's log); `captured`: a real run's
+    logs (samples/, or the corpus's real gloo dumps), not a simulated or hand-made case."""
+    kinds = set()
+    for case in rule.proven_by:
+        if case.startswith("tests/realworld/"):
+            kinds.add("real-world")
+        if case.startswith("samples/") or case.startswith("tests/fr_corpus/gloo_real_"):
+            kinds.add("captured")
+    return kinds
+
+
+# Issue 14 asks every rule to be proven both by a real-world case and by a captured run. These are
+# not yet, with the proof each lacks: NCCL-only failures (links, transport, RAS) and Flight
+# Recorder's point-to-point states cannot be captured with gloo on a CPU, and several real-world
+# shapes have no thread yet. The list only shrinks: a new rule comes with both proofs.
+LACKING_A_PROOF = {
+    "fr_order_without_majority": "real-world",
+    "fr_skipped_seq": "real-world", "fr_p2p_wrong_peer": "both", "fr_p2p_size_mismatch": "captured",
+    "sequence_shifted_by_history": "real-world", "runtime_named_sequence_apart": "captured",
+    "sequence_split_without_majority": "captured", "sequence_apart_without_majority": "captured",
+    "ran_ahead_of_the_others": "captured", "blocked_in_extra_barrier": "real-world",
+    "blocked_in_another_call": "real-world", "never_initialised": "both",
+    "init_host_never_completed": "captured",
+    "left_behind_in_collective": "real-world", "left_while_peers_lost_it": "real-world",
+    "link_error_first": "captured", "fr_state_behind": "captured", "fr_p2p_unposted": "captured",
+    "fr_p2p_state_behind": "captured", "fr_all_timed_out": "captured", "broadcast_root_silent": "captured",
+    "error_of_the_one_failed_rank": "captured", "transport_errors_only": "both",
+    "runtime_named_stragglers": "captured",
+}
+
+
+def test_every_rule_is_proven_by_a_real_world_case_and_a_captured_run_but_the_listed():
+    lacking = {}
+    for rule in rules():
+        missing = {"real-world", "captured"} - _kinds_of_proof(rule)
+        if missing:
+            lacking[rule.name] = missing.pop() if len(missing) == 1 else "both"
+    assert lacking == LACKING_A_PROOF

@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,7 @@ KIND = {
     "missing_collective": "missing_collective",
     "size_mismatch": "collective_mismatch",
     "early_exit": "rank_exited_early",
+    "port_taken": "init_failure",
 }
 
 STYLE_DESC = {
@@ -54,6 +56,8 @@ SCEN_DESC = {
     "missing_collective": "rank {r} skips one all_reduce ({what}) that the other ranks issue, and carries on with its next collective",
     "size_mismatch": "rank {r} issues one all_reduce ({what}) with a tensor of another size than the other ranks",
     "early_exit": "rank {r} leaves the training loop at step {s} and exits cleanly (code 0) while the others go on",
+    "port_taken": "another process (capture.py, as a stale run would) listens on MASTER_PORT before the launch, so "
+                  "rank {r}, which hosts the c10d store there, cannot bind it",
 }
 
 # name -> spec. step: for data/step faults the 0-based batch index on that rank;
@@ -83,6 +87,8 @@ RUNS = [
     dict(name="ext-mpi-size_mismatch-3-detail", style="mpi", launcher="mpirun", ws=3, scenario="size_mismatch", rank=2, step=3,
          env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}),
     dict(name="ext-mpi-early_exit-4", style="mpi", launcher="mpirun", ws=4, scenario="early_exit", rank=3, step=2, tag_output=True),
+    # added later (at the end: a run's port is fixed by its index)
+    dict(name="ext-spawn-port_taken-4", style="spawn", launcher="mp.spawn", ws=4, scenario="port_taken", rank=0),
 ]
 
 WHAT = {
@@ -161,6 +167,21 @@ def versions(python):
     return v
 
 
+def hold_port(spec, port, truth_dir):
+    """port_taken: a listening socket on the run's MASTER_PORT, held through the run (as a stale
+    process from an earlier run would), and the injection record for the rank that hosts the c10d
+    store there (rank 0 under env:// init); None for every other scenario."""
+    if spec["scenario"] != "port_taken":
+        return None
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", port))
+    holder.listen(16)
+    with open(os.path.join(truth_dir, f"injected-rank{spec['rank']}.json"), "w") as f:
+        json.dump({"rank": spec["rank"], "scenario": "port_taken", "step": None, "seq": None,
+                   "action": f"port {port} held by capture.py before the launch; this rank hosts the c10d store there"}, f)
+    return holder
+
+
 def capture(spec, idx, python, vers):
     name = spec["name"]
     out_dir = os.path.join(REPO, "samples", name)
@@ -179,6 +200,7 @@ def capture(spec, idx, python, vers):
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR") if spec["launcher"] != "mpirun" else ():
         env.pop(k, None)
     console = os.path.join(REPO, logs_rel, "console.log")
+    holder = hold_port(spec, port, truth_dir)
     t0 = time.time()
     timed_out = False
     with open(console, "wb") as f:
@@ -197,6 +219,8 @@ def capture(spec, idx, python, vers):
                 os.killpg(p.pid, signal.SIGKILL)
                 rc = p.wait()
     run_s = round(time.time() - t0, 1)
+    if holder:
+        holder.close()
     # let stragglers (orphans of a killed launcher) finish writing
     time.sleep(1.0)
     try:
@@ -230,7 +254,7 @@ def capture(spec, idx, python, vers):
         else:
             inj = injected[0]
             culprits = sorted({d["rank"] for d in injected})
-            divergence = {"pg": "0", "seq": inj["seq"]}
+            divergence = {"pg": "0", "seq": inj["seq"]} if inj.get("seq") is not None else None
             if all(c == 0 for c in exits.values()) and rc == 0:
                 notes.append("the fault fired but every rank and the launcher exited 0: nothing noticed it")
                 kind = "healthy"
@@ -266,9 +290,12 @@ def capture(spec, idx, python, vers):
         "divergence": divergence,
         "launcher": spec["launcher"],
         "style": spec["style"],
-        "truth": ("Fault injected by samples/capture/ext/truth.py on the named rank at the named step; that rank wrote "
-                  "its step and the 1-based SeqNum of its next collective on the default PG "
-                  "(_get_default_group()._get_sequence_number_for_group() + 1) to a json outside logs/. Exit codes: "
+        "truth": ((f"Fault injected by samples/capture/ext/capture.py: it listened on MASTER_PORT ({port}) before the "
+                   "launch and wrote the injection record for the rank that hosts the c10d store under env:// init (rank 0) "
+                   "outside logs/. Exit codes: " if scenario == "port_taken" else
+                   "Fault injected by samples/capture/ext/truth.py on the named rank at the named step; that rank wrote "
+                   "its step and the 1-based SeqNum of its next collective on the default PG "
+                   "(_get_default_group()._get_sequence_number_for_group() + 1) to a json outside logs/. Exit codes: ")
                   + exit_src + ". The logs were not read."),
         "description": f"{STYLE_DESC[spec['style']]}; {spec['launcher']}, {spec['ws']} ranks, gloo (timeout 20 s): {desc}",
         "notes": " ".join(notes),

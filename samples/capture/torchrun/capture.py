@@ -110,6 +110,11 @@ SCENARIOS = {
         "never waited, and goes on into the next step",
         note="The extra broadcast and the next gradient ALLREDUCE (one seq later on the injected rank than on the others) "
         "wait until the timeout. A collective issued by one rank only: culprit by the minority convention."),
+    "error_after_end": Scenario(
+        "error_after_end", "healthy", "none", False,
+        description="every rank trains 8 steps and logs 'training finished'; then, after the final barrier, the "
+        "injected rank logs an ERROR that uploading the run's metrics failed (a refused connection)",
+        note="Every rank exits 0: the error line is shutdown noise after the run ended well, not a failure."),
     # train_prints.py: plain `Rank r: ...` prints and a tqdm bar per rank instead of the logging module
     "stall_before_ddp": Scenario(
         "stall_before_ddp", "rank_stalled", divergence_known=False,
@@ -201,6 +206,8 @@ SAMPLE_LIST = [
     # train_prints.py: rules that read plain prints (print_order.sql) and progress bars (uneven_totals.sql)
     Sample("stall_before_ddp", 4, 2, timeout=60.0, script=TRAIN_PRINTS, interrupt_after=8.0),
     Sample("uneven_shards_val", 4, 3, script=TRAIN_PRINTS),
+    # shutdown noise after a run that ended well (errors_after_the_end)
+    Sample("error_after_end", 4, 2),
 ]
 
 

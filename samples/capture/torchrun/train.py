@@ -30,7 +30,7 @@ SCENARIOS = (
     "healthy", "ddp_param_mismatch", "missing_collective", "rank0_only_collective",
     "uneven_inputs", "crash_exception", "crash_sigkill", "stalled_rank", "op_order_mismatch",
     "shape_mismatch", "straggler", "bn_eval_desync", "silent_exit", "lone_health_check",
-    "alltoall_split_mismatch", "async_extra_broadcast",
+    "alltoall_split_mismatch", "async_extra_broadcast", "error_after_end",
 )
 COMPUTE_SECONDS = 0.15  # simulated per-step compute, so a straggler is visible in the timings
 
@@ -275,6 +275,10 @@ def train(args) -> None:
         log.info("data exhausted, leaving")
         return  # exits cleanly; the others are still in step fault_step
     dist.barrier()
+    if args.scenario == "error_after_end" and rank == args.fault_rank:
+        # shutdown noise: a helper that reports the run's metrics fails after training ended well
+        write_truth(args, rank, step=args.steps, seq=None, action="logged an error after training finished")
+        log.error("uploading the run's metrics failed: ConnectionError: [Errno 111] Connection refused (metrics.internal:8086)")
     dist.destroy_process_group()
 
 
