@@ -94,14 +94,26 @@ def test_version():
     assert run("--version").stdout.startswith("correlator ")
 
 
+def test_the_console_script_exits_with_the_commands_status_and_all_its_output():
+    """`correlator` skips the interpreter's teardown after analyze (correlator.console): the report
+    is whole, and a user error still exits 2 with its one line."""
+    import subprocess
+    import sys
+    cli = Path(sys.executable).with_name("correlator")
+    done = subprocess.run([str(cli), "analyze", SAMPLE, "-f", "json"], capture_output=True, text=True)
+    assert done.returncode == 0 and json.loads(done.stdout)["verdict"]["kind"]
+    missing = subprocess.run([str(cli), "analyze", "/nonexistent/job"], capture_output=True, text=True)
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr
+
+
 def test_the_command_leaves_pandas_and_numpy_unloaded_and_its_verdict_unchanged():
     """The console script hides pandas and numpy from pyarrow (correlator.unused_modules: their
     imports were a fifth of a paste's time); the report is the one the library gives."""
     import subprocess
     import sys
     probe = ("import sys, json; sys.argv = ['correlator', 'analyze', sys.argv[1], '-f', 'json']\n"
-             "from correlator.console import main\n"
-             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "from correlator.console import run\n"
+             "run()\n"
              "print(sorted({'pandas', 'numpy'} & set(sys.modules)), file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", probe, SAMPLE], capture_output=True, text=True, check=True)
     assert done.stderr.strip().splitlines()[-1] == "[]"
