@@ -140,7 +140,8 @@ def _divergence(con) -> dict | None:
     if never:
         out.append({"ranks": never, "op": None})
     try:   # as the first line at the divergence prints it (queries/evidence.sql)
-        first = con.execute("select file, line from evidence_divergence_rows order by rank, file, line limit 1").fetchall()
+        first = con.execute("select file, line from evidence_divergence_rows where grp <> 'past' "
+                              "order by rank, file, line limit 1").fetchall()
     except duckdb.CatalogException:
         first = []
     label = printed_label(d["counter"], d["seq"], line_text(con, *first[0]) if first else None)

@@ -173,7 +173,8 @@ def _divergence_at(con: duckdb.DuckDBPyConnection) -> str | None:
         return f"{seq_label(row[1], None, str(row[2]))} on PG {row[0]}"
     try:   # as the first line at the divergence prints it (queries/evidence.sql)
         return _at(con, """select d.pg, d.counter, d.seq, r.file, r.line from divergence d
-                           left join (select * from evidence_divergence_rows order by rank, file, line limit 1) r on true""")
+                           left join (select * from evidence_divergence_rows where grp <> 'past'
+                                      order by rank, file, line limit 1) r on true""")
     except duckdb.CatalogException:
         return _at(con, "select pg, counter, seq from divergence")
 

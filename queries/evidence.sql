@@ -27,8 +27,17 @@ with fr as (
         order by case s.state when 'issued' then 0 when 'started' then 1 when 'scheduled' then 2 when 'completed' then 3
                               when 'timeout' then 4 else 5 end,
                  s.file in (select file from evidence_rank_files) desc, s.ts nulls last, s.file, s.line) = 1
+), past as (  -- a rank past the divergence (it stands in a later seq) has no line there: its line where it stands
+    select s.file, s.line, s.rank, 'past' as grp
+    from seq_rows s join divergence d using (pg, counter)
+    join standing t on t.pg = s.pg and t.counter = s.counter and t.rank = s.rank and t.seq = s.seq
+    where t.seq > d.seq and s.rank not in (select rank from seq)
+      and not exists (select 1 from fr_divergence where finding <> 'timed_out')
+    qualify row_number() over (
+        partition by s.rank
+        order by s.state = 'timeout', s.file in (select file from evidence_rank_files) desc, s.ts nulls last, s.file, s.line) = 1
 )
-select * from fr union all select * from seq;
+select * from fr union all select * from seq union all select * from past;
 
 -- Their order: the first culprit's line, then one line of each other group (the largest first),
 -- then (tier 3) the other culprits' lines and (4) the rest. Tier 2 is the culprit's last line

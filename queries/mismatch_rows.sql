@@ -5,8 +5,10 @@
 create or replace temp table fingerprint_rows as
 with quoted as (
     select file, line, host, pid, rank_a as rank, fp_a as fp, ts from mismatches where what = 'detail_fingerprint'
-    union all
+    union all  -- not the other side's at SequenceNumber=0 where the reporter's is later: the monitored
+               -- barrier's own REDUCE/GATHER (torch prints it when that rank sits in another call)
     select file, line, host, pid, rank_b, fp_b, ts from mismatches where what = 'detail_fingerprint'
+      and not (regexp_matches(fp_b, '^SequenceNumber=0\D') and not regexp_matches(fp_a, '^SequenceNumber=0\D'))
 )
 select file, line, host, pid, rank,
        cast(regexp_extract(fp, 'SequenceNumber=(\d+)', 1) as bigint) as seq,

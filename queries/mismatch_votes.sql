@@ -1,8 +1,8 @@
 -- Mismatches the runtime named (DDP parameter counts, DETAIL fingerprints): every report gives
 -- two (rank, value) pairs; the value most ranks hold is the norm, the ranks that differ are culprits.
 -- Each DETAIL report gives the reporting rank's own fingerprint (always a vote) and another
--- rank's; the other side counts only at the same SequenceNumber (torch 2.13 sometimes prints the
--- monitored barrier's own GATHER/REDUCE at 0 there, which says nothing about the divergence).
+-- rank's; the other side counts only at the same SequenceNumber (torch 2.1-2.13 print the monitored
+-- barrier's own GATHER/REDUCE at 0 there when that rank is in another call: a vote that it differs).
 create or replace temp table mismatch_votes as
 with reports as (
     select what, rank_a, rank_b, n_a, n_b, fp_a, fp_b,
@@ -15,6 +15,11 @@ select distinct what, rank, value from (
     union all
     select what, rank_b, coalesce(cast(n_b as varchar), regexp_replace(fp_b, 'SequenceNumber=\d+,? ?', ''))
     from reports where seq_a is not distinct from seq_b
+    union all  -- the other side at SequenceNumber=0 where the reporter is later (the monitored barrier's
+               -- own REDUCE/GATHER): that rank sat in another call, a barrier in the known runs
+    select what, rank_b, 'another call (its fingerprint: the monitored barrier''s own)' from reports
+    where what = 'detail_fingerprint' and seq_b = '0' and seq_a <> '0'
+      and rank_b not in (select rank_a from reports where rank_a is not null)   -- its own report says more
 ) where rank is not null;
 
 create or replace temp table mismatch_minority as

@@ -170,6 +170,7 @@ FIRST_LINE = {
     "ddp-torchrun-after_loop_barrier-4": "torchrun/none_kulvq6ba/attempt_0/0/stderr.log:9",  # the same under torchrun
     "ddp-mpirun-bad_master_addr-4": "console.log:2",          # init_errors: c10d cannot resolve MASTER_ADDR
     "ddp-mpirun-error_all-4-untagged": "console.log:9",       # crash_of_unknown_rank: the FileNotFoundError, no rank tag
+    "ddp-mpirun-oom_before_init-4-untagged": "console.log:12",  # error_of_the_one_failed_rank: DefaultCPUAllocator, no rank tag
     "ddp-mpirun-missing_ranks-4": "console.log:47",           # init_errors: DistStoreError, 2/4 clients joined
     "ddp-mpirun-missing_ranks_cancelled-4": "console.log:1",  # members_never_appeared: rank 0 states world_size=4
     "ddp-torchrun-gather_shape_mismatch-4": "torchrun/none_emwo4jzo/attempt_0/2/stderr.log:6",  # shape_print_minority: rank 2's shape=[15, 4]
@@ -183,6 +184,7 @@ FIRST_LINE = {
     "tr-stall_before_ddp-4": "torchrun/none_it7y39op/attempt_0/2/stdout.log:2",   # prints_stopped_short: Rank 2: moving model to cpu (its last print)
     "tr-uneven_shards_val-4": "torchrun/none_6rqfqxt8/attempt_0/3/stderr.log:1",  # ran_out_of_batches: rank 3's bar (one line of \r redraws, to 9/9)
     "tr-error_after_end-4": "torchrun/none_tlf8xg0z/attempt_0/0/stderr.log:10",  # errors_after_the_end: '[rank 0] training finished'
+    "tr-unmatched_send-4-detail": "torchrun/none_6kcjvxzf/attempt_0/2/stderr.log:24",  # runtime_named_sequence_apart: rank 2's fingerprint at SequenceNumber=14, past the others' 13
     # runs of scripts written in other people's styles (samples/capture/ext)
     "ext-log-crash_exception-2": "torchrun/none_1x9zivpb/attempt_0/1/stderr.log:26",  # own_error_first: 'OSError: shard-00003.bin: unexpected end of record at offset'
     "ext-log-early_exit-3": "console.log:18",  # left_cleanly: '[rank 2] reached end of local shard at step 12, finishing'

@@ -122,6 +122,13 @@ SCENARIOS = {
                           note="Common mode: every rank died the same way at the same point; no culprit. Under mpirun "
                                "without --tag-output no line of the ranks' tracebacks carries its rank (torch's own `[rankN]:` "
                                "prefix on uncaught exceptions comes only after init_process_group)."),
+    "oom_before_init": Scenario("rank_crashed", divergence_known=False,
+                                description="before init_process_group the injected rank sizes a buffer from a per-host "
+                                            "cache whose token count is corrupt and allocates 4 TiB: the CPU allocator "
+                                            "refuses (not caught)",
+                                note="Under mpirun without --tag-output the traceback carries no rank (torch's `[rankN]:` "
+                                     "prefix comes only after init_process_group); mpirun names the process that exited "
+                                     "non-zero and terminates the others, which wait in init. No collective was issued."),
     "rank0_eval_broadcast": Scenario("rank_stalled", "rank0",
                                      description="at the fault step rank 0 runs a 60 s validation of its own between the "
                                                  "metrics all_reduce and the stop-flag BROADCAST it roots; the others wait in the broadcast",
@@ -235,6 +242,7 @@ SAMPLE_LIST = [
     S("ddp", "mpirun", "missing_ranks_cancelled", 4, 0, launched=2, timeout=1800, cancel_after=30),
     S("ddp", "mpirun", "bad_master_addr", 4, 0, master_addr="trainer-head.cluster.invalid"),
     S("ddp", "mpirun", "error_all", 4, 0, tag_output=False),
+    S("ddp", "mpirun", "oom_before_init", 4, 2, tag_output=False),
     S("ddp", "torchrun", "rank0_eval_broadcast", 4, 0),
 ]
 

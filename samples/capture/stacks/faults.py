@@ -34,7 +34,7 @@ SCENARIOS = (
     "uneven_inputs", "oom", "srun_wait",
     "op_order_pair", "after_loop_barrier", "gather_shape_mismatch", "missing_ranks", "missing_ranks_cancelled",
     "bad_master_addr",  # no hook: the capture gives every rank a MASTER_ADDR that does not resolve
-    "error_all", "rank0_eval_broadcast",
+    "error_all", "rank0_eval_broadcast", "oom_before_init",
 )
 STRAGGLE_SECONDS = 0.3
 STALL_SECONDS = 120.0
@@ -244,6 +244,12 @@ class Fault:
         if self.scenario == "error_all":  # common mode: every rank reads the same missing file
             self.truth(0, "raised FileNotFoundError before init_process_group, every rank", seq=0)
             raise FileNotFoundError(2, "No such file or directory", "/data/shards/index.json")
+        if self.scenario == "oom_before_init" and self.on_fault_rank:
+            # a buffer sized from a per-host cache whose token count is corrupt: 2**40 floats, 4 TiB
+            import torch
+
+            self.truth(0, "allocated a 4 TiB buffer before init_process_group (DefaultCPUAllocator fails)", seq=0)
+            torch.empty(2 ** 40)
         if self.scenario in ("missing_ranks", "missing_ranks_cancelled") and self.rank == 0:
             launched = int(os.environ.get("OMPI_COMM_WORLD_SIZE") or os.environ.get("SLURM_NTASKS") or self.world_size)
             self.truth(0, f"init_process_group for world_size={self.world_size} with {launched} processes started", seq=0)

@@ -115,6 +115,13 @@ SCENARIOS = {
         description="every rank trains 8 steps and logs 'training finished'; then, after the final barrier, the "
         "injected rank logs an ERROR that uploading the run's metrics failed (a refused connection)",
         note="Every rank exits 0: the error line is shutdown noise after the run ended well, not a failure."),
+    "unmatched_send": Scenario(
+        "unmatched_send", "missing_collective",
+        description="after the fault step's metrics sync the injected rank sends its step loss to another rank with "
+        "dist.isend (a per-rank loss report switched on on that host only), never waited; no rank posts the recv",
+        note="The send takes a SeqNum on the default PG, but DETAIL fingerprints collectives only: at the next "
+        "collective every rank raises 'Detected mismatch between collectives', the fingerprints equal but for "
+        "SequenceNumber. divergence.seq is the send's SeqNum, where the others issued their next gradient ALLREDUCE."),
     # train_prints.py: plain `Rank r: ...` prints and a tqdm bar per rank instead of the logging module
     "stall_before_ddp": Scenario(
         "stall_before_ddp", "rank_stalled", divergence_known=False,
@@ -208,6 +215,8 @@ SAMPLE_LIST = [
     Sample("uneven_shards_val", 4, 3, script=TRAIN_PRINTS),
     # shutdown noise after a run that ended well (errors_after_the_end)
     Sample("error_after_end", 4, 2),
+    # DETAIL's fingerprints apart in SequenceNumber alone (runtime_named_sequence_apart)
+    Sample("unmatched_send", 4, 2, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
 ]
 
 

@@ -30,7 +30,7 @@ SCENARIOS = (
     "healthy", "ddp_param_mismatch", "missing_collective", "rank0_only_collective",
     "uneven_inputs", "crash_exception", "crash_sigkill", "stalled_rank", "op_order_mismatch",
     "shape_mismatch", "straggler", "bn_eval_desync", "silent_exit", "lone_health_check",
-    "alltoall_split_mismatch", "async_extra_broadcast", "error_after_end",
+    "alltoall_split_mismatch", "async_extra_broadcast", "error_after_end", "unmatched_send",
 )
 COMPUTE_SECONDS = 0.15  # simulated per-step compute, so a straggler is visible in the timings
 
@@ -214,6 +214,18 @@ def maybe_announce_stop(args, rank: int, step: int, stop_flag: torch.Tensor) -> 
     dist.broadcast(stop_flag, src=rank, async_op=True)
 
 
+def maybe_report_loss(args, rank: int, step: int, loss: torch.Tensor) -> None:
+    """unmatched_send: the injected rank sends its step loss to a peer for a per-rank loss report
+    (a debugging hook switched on on that host only) with dist.isend, never waited; the peer never
+    posts the recv. The send takes a SeqNum on the default PG like any operation, but DETAIL checks
+    collectives only, so the next collective's fingerprints differ in SequenceNumber alone."""
+    if args.scenario != "unmatched_send" or rank != args.fault_rank or step != args.fault_step:
+        return
+    peer = 0 if rank != 0 else 1
+    write_truth(args, rank, step=step, seq=next_seq(), action=f"isend of the step loss to rank {peer}, which posts no recv")
+    dist.isend(loss.detach().reshape(1), dst=peer)
+
+
 def maybe_checkpoint(args, rank: int, step: int, model) -> None:
     """The classic bug: a barrier inside an `if rank == 0:` checkpoint branch."""
     if args.scenario != "rank0_only_collective" or step != args.fault_step or rank != 0:
@@ -300,6 +312,7 @@ def run_steps(args, rank: int, parallel_model, optimizer) -> None:
         metrics = sync_metrics(args, rank, step, loss, len(labels))
         log.info("step %d/%d loss %.4f data_time %.3fs step_time %.3fs", step, args.steps,
                  (metrics[0] / metrics[1]).item(), data_time, time.monotonic() - step_started)
+        maybe_report_loss(args, rank, step, loss)
         maybe_checkpoint(args, rank, step, parallel_model)
         maybe_announce_stop(args, rank, step, torch.ones(1))
 
