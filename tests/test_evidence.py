@@ -184,6 +184,7 @@ FIRST_LINE = {
     "tr-stall_before_ddp-4": "torchrun/none_it7y39op/attempt_0/2/stdout.log:2",   # prints_stopped_short: Rank 2: moving model to cpu (its last print)
     "tr-uneven_shards_val-4": "torchrun/none_6rqfqxt8/attempt_0/3/stderr.log:1",  # ran_out_of_batches: rank 3's bar (one line of \r redraws, to 9/9)
     "tr-error_after_end-4": "torchrun/none_tlf8xg0z/attempt_0/0/stderr.log:10",  # errors_after_the_end: '[rank 0] training finished'
+    "tr-join_check_stall-4": "torchrun/none_1afb4grs/attempt_0/1/stderr.log:5",  # barrier_peer_log_missing: rank 1 heard nothing from rank 0
     "tr-unmatched_send-4-detail": "torchrun/none_6kcjvxzf/attempt_0/2/stderr.log:24",  # runtime_named_sequence_apart: rank 2's fingerprint at SequenceNumber=14, past the others' 13
     # runs of scripts written in other people's styles (samples/capture/ext)
     "ext-log-crash_exception-2": "torchrun/none_1x9zivpb/attempt_0/1/stderr.log:26",  # own_error_first: 'OSError: shard-00003.bin: unexpected end of record at offset'

@@ -122,6 +122,15 @@ SCENARIOS = {
         note="The send takes a SeqNum on the default PG, but DETAIL fingerprints collectives only: at the next "
         "collective every rank raises 'Detected mismatch between collectives', the fingerprints equal but for "
         "SequenceNumber. divergence.seq is the send's SeqNum, where the others issued their next gradient ALLREDUCE."),
+    "join_check_stall": Scenario(
+        "join_check_stall", "rank_stalled", divergence_known=False,
+        description="before each step every rank runs gloo's monitored_barrier (10 s) as a join check; at the fault "
+        "step the injected rank 0, which runs that barrier, sleeps 120 s in data loading first. Only the other "
+        "ranks' logs are kept (the per-rank files of ranks 1-3, not the console that tees rank 0), as when the "
+        "node of rank 0 was lost",
+        note="Ranks 1-3 fail with 'successfully reached monitoredBarrier, but received errors while waiting for "
+        "send/recv from rank 0' and exit 1; the agent SIGTERMs rank 0. monitored_barrier takes no SeqNum: no "
+        "divergence."),
     # train_prints.py: plain `Rank r: ...` prints and a tqdm bar per rank instead of the logging module
     "stall_before_ddp": Scenario(
         "stall_before_ddp", "rank_stalled", divergence_known=False,
@@ -158,6 +167,7 @@ class Sample:
     env: dict = field(default_factory=dict)
     script: Path = TRAIN
     interrupt_after: float | None = None  # seconds after the fault to send SIGINT to the agent (a Ctrl-C)
+    collected: tuple = ()  # where set, only these ranks' log files are kept (the others' nodes were lost)
 
     @property
     def name(self) -> str:
@@ -217,6 +227,8 @@ SAMPLE_LIST = [
     Sample("error_after_end", 4, 2),
     # DETAIL's fingerprints apart in SequenceNumber alone (runtime_named_sequence_apart)
     Sample("unmatched_send", 4, 2, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
+    # the monitored barrier's rank 0 silent, and its log not collected (barrier_peer_log_missing)
+    Sample("join_check_stall", 4, 0, extra_args=("--health-timeout", "10"), collected=(1, 2, 3)),
 ]
 
 
@@ -311,6 +323,15 @@ def interrupt_when_hung(proc: subprocess.Popen, truth_dir: Path, seconds: float)
         proc.send_signal(signal.SIGINT)
 
 
+def keep_only_collected(logs: Path, ranks: tuple) -> None:
+    """Leave only the per-rank files of `ranks` (torchrun/<run>/attempt_N/<local rank>/): the console
+    tees every rank and holds the agent's summary of all of them, so it goes too."""
+    (logs / "console.log").unlink()
+    for rank_dir in logs.glob("torchrun/*/attempt_*/*"):
+        if rank_dir.is_dir() and int(rank_dir.name) not in ranks:
+            shutil.rmtree(rank_dir)
+
+
 def capture(sample: Sample, root: Path = SAMPLES) -> dict:
     out = root / sample.name
     shutil.rmtree(out, ignore_errors=True)
@@ -327,6 +348,9 @@ def capture(sample: Sample, root: Path = SAMPLES) -> dict:
                 interrupt_when_hung(proc, truth_dir, sample.interrupt_after)
             proc.wait(timeout=RUN_TIMEOUT_SECONDS)
         expected = build_expected(sample, command, env, truth_dir, time.monotonic() - started, proc.returncode)
+    if sample.collected:
+        keep_only_collected(logs, sample.collected)
+        expected["collected_ranks"] = list(sample.collected)
     (out / "expected.json").write_text(json.dumps(expected, indent=2) + "\n")
     return expected
 

@@ -39,7 +39,8 @@ def verdict_of_root_cause(root: int | None, expected: dict) -> str:
 
 def row(sample: Path) -> str:
     expected = json.loads((sample / "expected.json").read_text())
-    console = (sample / "logs" / "console.log").read_text(errors="replace")
+    console_path = sample / "logs" / "console.log"   # absent where only some ranks' files were collected
+    console = console_path.read_text(errors="replace") if console_path.exists() else ""
     codes = " ".join(f"{r}:{c}" for r, c in expected["exit_codes"].items())
     divergence = expected["divergence"]["seq"] if expected["divergence"] else "-"
     cells = [

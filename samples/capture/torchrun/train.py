@@ -31,6 +31,7 @@ SCENARIOS = (
     "uneven_inputs", "crash_exception", "crash_sigkill", "stalled_rank", "op_order_mismatch",
     "shape_mismatch", "straggler", "bn_eval_desync", "silent_exit", "lone_health_check",
     "alltoall_split_mismatch", "async_extra_broadcast", "error_after_end", "unmatched_send",
+    "join_check_stall",
 )
 COMPUTE_SECONDS = 0.15  # simulated per-step compute, so a straggler is visible in the timings
 
@@ -143,7 +144,7 @@ def batches(args, rank: int):
 
 
 def load_batch(args, rank: int, step: int, batch):
-    if rank == args.fault_rank and step == args.fault_step and args.scenario == "stalled_rank":
+    if rank == args.fault_rank and step == args.fault_step and args.scenario in ("stalled_rank", "join_check_stall"):
         write_truth(args, rank, step=step, seq=next_seq(), action="stalled in data loading")
         log.info("reading shard from /data/train-%05d.tar", rank)
         time.sleep(args.stall_seconds)  # a hung NFS read / deadlocked dataloader worker
@@ -159,6 +160,13 @@ def load_batch(args, rank: int, step: int, batch):
     if rank == args.fault_rank and args.scenario == "straggler":
         time.sleep(2 * COMPUTE_SECONDS)  # three times the others' step time
     return batch
+
+
+def join_check(args) -> None:
+    """join_check_stall: before each step every rank checks that its peers are still in the job
+    with gloo's monitored_barrier (as a per-batch join check does), and fails if one is not."""
+    if args.scenario == "join_check_stall":
+        dist.monitored_barrier(timeout=timedelta(seconds=args.health_timeout))
 
 
 def sync_metrics(args, rank: int, step: int, loss: torch.Tensor, samples: int) -> torch.Tensor:
@@ -299,6 +307,7 @@ def run_steps(args, rank: int, parallel_model, optimizer) -> None:
         step_started = time.monotonic()
         inputs, labels = load_batch(args, rank, step, batch)
         data_time = time.monotonic() - step_started
+        join_check(args)
         maybe_crash(args, rank, step)
         exchange_tokens(args, rank, step)
         validate_on_fault_rank(args, rank, step, parallel_model)
