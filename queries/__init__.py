@@ -31,6 +31,7 @@ STAGES = (
     ("inline_ranks", {}),
     ("identity", {}),
     ("task_is_rank", {}),
+    ("async_errors", {}),
     *(("apply_identity", {"table": t}) for t in ("events", "progress", "exits", "collectives", "pg_status", "desync", "mismatches", "processes")),
     ("relayed_errors", {}),
     *(("pg_rank_is_global", {"table": t}) for t in ("collectives", "pg_status")),

@@ -293,6 +293,29 @@ def test_fingerprints_apart_only_in_their_sequence_number_name_the_rank_ahead(co
     assert con.execute("select rank, seq, norm from seq_minority").fetchall() == [(0, 31, 19)]
 
 
+def test_a_rank_the_others_see_only_in_the_monitored_barriers_fingerprint_differs(con):
+    """torch prints the other side at SequenceNumber=0 with the monitored barrier's own op when that
+    rank sits in another call (a barrier): no collective of that rank, but a vote that it differs;
+    a rank with a report of its own is judged by that instead."""
+    fp = "SequenceNumber=88341, OpType=BROADCAST, TensorShape=[1], TensorDtypes=Long"
+    for other in (1, 2, 3):
+        con.execute("insert into mismatches (file, line, what, rank_a, fp_a, rank_b, fp_b) values ('f', ?, 'detail_fingerprint', ?, ?, 0, ?)",
+                    [other, other, fp, "SequenceNumber=0OpType=REDUCE"])
+    queries.run_all(con)
+    assert con.execute("select rank from mismatch_minority").fetchall() == [(0,)]
+    assert con.execute("select count(*) from collectives where rank = 0").fetchone() == (0,)
+
+
+def test_a_collective_that_raised_an_async_error_is_one_the_rank_issued(con):
+    text = ("[Rank 3] Collective WorkNCCL(SeqNum=412, OpType=ALLGATHER, NumelIn=4096, NumelOut=32768, Timeout(ms)=600000) "
+            "raised the following async exception: NCCL error: remote process exited or there was a network error")
+    con.execute("insert into events (file, line, rank, kind, text) values ('f', 7, 3, 'nccl_remote_error', ?)", [text])
+    queries.run_all(con)
+    assert con.execute("select rank, pg_rank, counter, seq, op, numel_in, numel_out, state from collectives").fetchall() == [
+        (3, 3, "pg_seq", 412, "ALLGATHER", 4096, 32768, "issued")]
+    assert con.execute("select kind from events").fetchall() == [("nccl_remote_error",)]
+
+
 def test_clock_offsets_from_matched_steps(con):
     for host, skew_ms in (("n1", 0), ("n2", 2500)):
         for step in range(1, 6):
