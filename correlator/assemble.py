@@ -132,10 +132,8 @@ def _divergence(con) -> dict | None:
         "union select rank from speaking_ranks where pg = ? order by 1",
         [d["pg"], d["counter"], d["pg"]]).fetchall()]
     out = [{"ranks": g["ranks"], "op": g["op"], "numel": g["numel"], "dtype": g["dtype"]} for g in groups]
-    # a rank that stands in a later seq went past this one: what it issued here is not in the logs,
-    # so it is in no group (op null would say it never issued it)
-    past = [r[0] for r in con.execute("select rank from standing where pg = ? and counter = ? and seq > ? order by rank",
-                                      [d["pg"], d["counter"], d["seq"]]).fetchall() if r[0] not in issued]
+    # the ranks past it (queries/divergence.sql) are in no group: op null would say they never issued it
+    past = [r[0] for r in con.execute("select rank from ranks_past order by rank").fetchall()]
     never = [r for r in members if r not in issued and r not in past]
     if never:
         out.append({"ranks": never, "op": None})

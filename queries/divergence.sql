@@ -103,6 +103,13 @@ order by split desc, coverage desc,
          case counter when 'pg_seq' then 0 when 'fr_seq' then 1 when 'detail_seq' then 2 else 3 end, seq
 limit 1;
 
+-- The ranks that stand in a later seq than the divergence and issued nothing there: they went past
+-- it, and what they issued there is not in the logs (the report's `ranks_past`, in no group).
+create or replace temp table ranks_past as
+select s.rank from standing s join divergence d using (pg, counter)
+where s.seq > d.seq
+  and s.rank not in (select unnest(g.ranks) from seq_groups g where g.pg = d.pg and g.counter = d.counter and g.seq = d.seq);
+
 -- A collective issued by only some ranks shifts every later seq on them: at the first split,
 -- one group's op (with size and dtype) is the other group's op at the next seq. When both
 -- groups' ops appear crossed at the next seq, the order was swapped: a mismatch, not a shift.

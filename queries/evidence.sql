@@ -27,11 +27,11 @@ with fr as (
         order by case s.state when 'issued' then 0 when 'started' then 1 when 'scheduled' then 2 when 'completed' then 3
                               when 'timeout' then 4 else 5 end,
                  s.file in (select file from evidence_rank_files) desc, s.ts nulls last, s.file, s.line) = 1
-), past as (  -- a rank past the divergence (it stands in a later seq) has no line there: its line where it stands
+), past as (  -- a rank past the divergence (ranks_past) has no line there: its line where it stands
     select s.file, s.line, s.rank, 'past' as grp
     from seq_rows s join divergence d using (pg, counter)
     join standing t on t.pg = s.pg and t.counter = s.counter and t.rank = s.rank and t.seq = s.seq
-    where t.seq > d.seq and s.rank not in (select rank from seq)
+    where s.rank in (select rank from ranks_past) and s.rank not in (select rank from seq)
       and not exists (select 1 from fr_divergence where finding <> 'timed_out')
     qualify row_number() over (
         partition by s.rank

@@ -2,13 +2,20 @@
 -- own and, at the same SequenceNumber, rank b's. As collectives rows (counter detail_seq, the
 -- 0-based SequenceNumber as printed) they show where and how the ranks diverged even when no
 -- `Running collective` line was logged. A rank already logged at that seq keeps its own row.
+-- The reports whose other side is at SequenceNumber=0 where the reporter's is later: the monitored
+-- barrier's own REDUCE/GATHER, which torch 2.1-2.13 print when that rank sits in another call. No
+-- collective of that rank (here), but a vote that it differs (mismatch_votes.sql).
+create or replace temp view barrier_fingerprints as
+select file, line, rank_b from mismatches
+where what = 'detail_fingerprint'
+  and regexp_extract(fp_b, 'SequenceNumber=(\d+)', 1) = '0' and regexp_extract(fp_a, 'SequenceNumber=(\d+)', 1) <> '0';
+
 create or replace temp table fingerprint_rows as
 with quoted as (
     select file, line, host, pid, rank_a as rank, fp_a as fp, ts from mismatches where what = 'detail_fingerprint'
-    union all  -- not the other side's at SequenceNumber=0 where the reporter's is later: the monitored
-               -- barrier's own REDUCE/GATHER (torch prints it when that rank sits in another call)
-    select file, line, host, pid, rank_b, fp_b, ts from mismatches where what = 'detail_fingerprint'
-      and not (regexp_matches(fp_b, '^SequenceNumber=0\D') and not regexp_matches(fp_a, '^SequenceNumber=0\D'))
+    union all
+    select file, line, host, pid, rank_b, fp_b, ts from mismatches m where what = 'detail_fingerprint'
+      and not exists (select 1 from barrier_fingerprints b where b.file = m.file and b.line = m.line)
 )
 select file, line, host, pid, rank,
        cast(regexp_extract(fp, 'SequenceNumber=(\d+)', 1) as bigint) as seq,

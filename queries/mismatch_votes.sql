@@ -15,11 +15,11 @@ select distinct what, rank, value from (
     union all
     select what, rank_b, coalesce(cast(n_b as varchar), regexp_replace(fp_b, 'SequenceNumber=\d+,? ?', ''))
     from reports where seq_a is not distinct from seq_b
-    union all  -- the other side at SequenceNumber=0 where the reporter is later (the monitored barrier's
-               -- own REDUCE/GATHER): that rank sat in another call, a barrier in the known runs
-    select what, rank_b, 'another call (its fingerprint: the monitored barrier''s own)' from reports
-    where what = 'detail_fingerprint' and seq_b = '0' and seq_a <> '0'
-      and rank_b not in (select rank_a from reports where rank_a is not null)   -- its own report says more
+    union all  -- the monitored barrier's own fingerprint (mismatch_rows.sql): that rank sat in another
+               -- call, a barrier in the known runs
+    select 'detail_fingerprint', rank_b, 'another call (its fingerprint: the monitored barrier''s own)'
+    from barrier_fingerprints
+    where rank_b not in (select rank_a from reports where rank_a is not null)   -- its own report says more
 ) where rank is not null;
 
 create or replace temp table mismatch_minority as
