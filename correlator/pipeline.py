@@ -2,13 +2,14 @@
 queries -> verdict -> report. Nothing else lives here."""
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import shutil
 import sys
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
@@ -188,30 +189,64 @@ def parse_job(inputs: Inputs, workers: int = 2, on_file: Callable[[int, int], No
     try:
         paths = _paths(inputs, workdir.name)
         sources, skipped = discover_paths(paths)
-        con = _connect(sum(s.size or 0 for s in sources), workdir)
     except BaseException:
         workdir.cleanup()
         raise
-    create_tables(con)
-    parsed = Parsed(con, paths, list(skipped), workdir)
-    done = 0
+    connecting = _connect_meanwhile(sum(s.size or 0 for s in sources), workdir)
+    try:
+        parsed = _parse_into(connecting, paths, sources, skipped, workdir, workers, on_file, window, parse_groups)
+    except BaseException:
+        _abandon(connecting, workdir)
+        raise
+    if not _has_rows(parsed.con):
+        _close(parsed)
+        raise InputError(_nothing_to_read(shown(inputs), len(sources), parsed.skipped))
+    return parsed
+
+
+def _connect_meanwhile(total_bytes: int, workdir: tempfile.TemporaryDirectory) -> Future:
+    """The job's connection with its empty tables, made on a thread of its own: DuckDB takes
+    ~50 ms for them, a paste's parse about as long, and the parse does not need them until its
+    first rows are handed over, so a paste's verdict waits for one of the two, not both."""
+    def connect() -> duckdb.DuckDBPyConnection:
+        con = _connect(total_bytes, workdir)
+        create_tables(con)
+        return con
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(connect)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _abandon(connecting: Future, workdir: tempfile.TemporaryDirectory) -> None:
+    """A parse that failed: its connection (once made) closed, its working directory removed."""
+    try:
+        connecting.result().close()
+    except Exception:   # the failure already being raised is the one to report
+        pass
+    workdir.cleanup()
+
+
+def _parse_into(connecting: Future, paths: list[Path], sources: list[Source], skipped: list[Skipped],
+                workdir: tempfile.TemporaryDirectory, workers: int, on_file, window, parse_groups) -> Parsed:
     groups = (parse_groups(sources, window) if parse_groups
               else _parse_groups(_Feed(sources, window), workers, window))
-    for results in groups:
+    first = next(groups, None)   # the workers parse; the connection is made meanwhile
+    parsed = Parsed(connecting.result(), paths, list(skipped), workdir)
+    done = 0
+    for results in itertools.chain([first] if first is not None else [], groups):
         if not isinstance(results, GroupResults):  # rows handed over while the group goes on
-            _insert_tables(con, results)
+            _insert_tables(parsed.con, results)
             continue
-        _insert_results(con, results)
+        _insert_results(parsed.con, results)
         parsed.skipped += [Skipped(r.path, r.skip_reason, r.stats.bytes) for r in results if r.skip_reason]
         done += len(results)
         if on_file:
             on_file(done, len(sources))
     if skipped:
         rows = [{"path": s.path, "skip_reason": s.reason} for s in skipped]
-        _insert(con, "files", pa.Table.from_pylist(rows, schema=SCHEMAS["files"]))
-    if not _has_rows(con):
-        _close(parsed)
-        raise InputError(_nothing_to_read(shown(inputs), len(sources), parsed.skipped))
+        _insert(parsed.con, "files", pa.Table.from_pylist(rows, schema=SCHEMAS["files"]))
     return parsed
 
 

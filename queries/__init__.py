@@ -70,12 +70,20 @@ STAGES = (
 FR_STAGES = frozenset({"fr_groups", "fr_ops", "fr_collectives", "fr_p2p", "fr_canonical", "fr_findings"})
 
 
+# Stages that read only one runtime's report lines (by their kinds' prefix) and insert what they
+# find into the shared tables: without such a line they have nothing to do (most jobs have none).
+ONLY_WITH_KINDS = {"fr_reports": "fr_report_", "nccl_ras": "nccl_ras_", "horovod_stalls": "horovod_"}
+
+
 def run_all(con: duckdb.DuckDBPyConnection) -> None:
     has_fr = con.execute("select exists (select 1 from fr_dumps)").fetchone()[0]
+    kinds = [k for (k,) in con.execute("select distinct kind from events").fetchall() if k]
     for name, params in STAGES:
         if name in FR_STAGES and not has_fr:
             if name == "fr_findings":
                 run(con, "fr_none")
+            continue
+        if name in ONLY_WITH_KINDS and not any(k.startswith(ONLY_WITH_KINDS[name]) for k in kinds):
             continue
         if "table" in params and _empty(con, params["table"]):
             continue
