@@ -1,3 +1,9 @@
+-- A tee'd local rank read as a global one (identity.sql: local_role_ranks) becomes the global rank.
+update {table} t set local_rank = l.local_rank, rank = l.rank
+from local_role_ranks l
+where t.file = l.file and t.rank = l.local_rank
+  and t.rank not in (select rank from local_role_ranks g where g.file = t.file);
+
 -- Fill the null ranks of table {table} from the identity links (see identity.sql).
 update {table} t set rank = coalesce(
     (select rank from rank_by_pid p where p.host = t.host and p.pid = t.pid),

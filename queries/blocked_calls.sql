@@ -27,6 +27,27 @@ select f.rank, f.file, f.line, f.f.path as path, cast(f.f.lineno as bigint) as l
        row_number() over (partition by f.rank order by f.line) as depth
 from frames f join first_block b using (rank, file, block);
 
+-- A rank with no traceback but a stack dump taken during the hang (py-spy, faulthandler; see
+-- stacks.sql: last_dump) stood where its dumped thread's frames say; a dump lists the innermost
+-- frame first, so depth counts from its last.
+insert into tb_frames
+with thread as (
+    select d.rank, d.file, d.start,
+           coalesce(min(e.line) filter (where e.kind = 'stack_dump_start' and e.line > d.start), 9223372036854775807) as stop
+    from last_dump d left join events e on e.file = d.file and e.rank = d.rank
+    where d.rank not in (select rank from tb_frames)
+    group by all
+), frames as (
+    select e.rank, e.file, e.line,
+           coalesce(regexp_extract(e.text, '^\s+\S+ \(([^:()]+):\d+\)$', 1), regexp_extract(e.text, 'File "([^"]+)", line \d+ in', 1)) as path,
+           coalesce(regexp_extract(e.text, '^\s+\S+ \([^:()]+:(\d+)\)$', 1), regexp_extract(e.text, 'File "[^"]+", line (\d+) in', 1)) as lineno,
+           coalesce(regexp_extract(e.text, '^\s+(\S+) \([^:()]+:\d+\)$', 1), regexp_extract(e.text, 'File "[^"]+", line \d+ in (\S+)', 1)) as fn
+    from thread t join events e on e.file = t.file and e.rank = t.rank and e.kind = 'stack_frame'
+                               and e.line > t.start and e.line < t.stop
+)
+select rank, file, line, path, cast(lineno as bigint), fn, row_number() over (partition by rank order by line desc)
+from frames where lineno <> '';
+
 -- The call: the outermost frame in torch.distributed's distributed_c10d.py (the API the program
 -- called: all_reduce, broadcast, barrier...); without one, the innermost frame of torch itself
 -- (DDP's reducer all-reduces the gradients from C++ under autograd's `_engine_run_backward`, its

@@ -18,6 +18,14 @@ union
 -- a start-up line of its own that the script printed (`Process rank: 0, device: cuda:0`)
 select distinct '0', rank from processes where rank is not null and source = 'app'
 union
+-- one torchrun agent's own console, where some rank's lines are and whose workers are the whole
+-- job (queries/world.sql: agent_workers): every worker's output goes there, so a rank that
+-- printed no counter there printed none
+select distinct '0', rank from world
+where (select count(*) from world) <= (select max(n) from agent_workers)
+  and exists (select 1 from events e where e.rank is not null and e.source <> 'nccl'
+              and e.file in (select file from events where source = 'torchelastic'))
+union
 select distinct coalesce(pg, '0'), cast(trim(r) as bigint) from desync, unnest(string_split(ranks, ',')) as t(r)
 where verdict in ('never_joined', 'not_joined', 'monitored_barrier') and trim(r) <> '';
 

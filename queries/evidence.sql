@@ -122,9 +122,14 @@ with own as (
       and x.source not in ('torchelastic_summary', 'sacct', 'jobcomp', 'scontrol')
       and (x.signal in (4, 6, 7, 8, 9, 11) or (x.exit_code > 0 and coalesce(x.signal, 0) <> 15)
            or x.reason ilike '%oom%' or x.reason ilike '%out of memory%')
+), summarised as (   -- torchrun's failure table, where it is the only word on how the culprit ended
+    select x.file, x.line, x.rank, x.ts, 3 as part from exits x
+    where x.rank in (select rank from evidence_culprits) and x.source = 'torchelastic_summary'
+      and (x.signal in (4, 6, 7, 8, 9, 11) or (x.exit_code > 0 and coalesce(x.signal, 0) <> 15))
+      and x.rank not in (select rank from own union all select rank from ended)
 )
 select file, line, rank, row_number() over (order by part, ts nulls last, rank, file, line) as k
-from (select * from own union all select * from ended);
+from (select * from own union all select * from ended union all select * from summarised);
 
 -- How the culprits left on their own terms: a clean exit (0), their communicator destroyed.
 create or replace temp view evidence_clean_exit as

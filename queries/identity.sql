@@ -4,6 +4,57 @@
 -- line of the same console tags with its global rank too, the torchrun local rank on
 -- its host (or alone, on a single host), and the single rank a per-rank file speaks for.
 -- Unknown stays null.
+-- A py-spy dump opens with its process (`Process P: cmd`); its threads' headings and frames until
+-- the next dump are that process's: they take its pid, which the links below turn into a rank.
+update events e set pid = d.pid
+from (
+    select file, line as start, lead(line) over (partition by file order by line) as stop,
+           cast(regexp_extract(text, '^Process (\d+):', 1) as bigint) as pid
+    from events where kind = 'stack_dump_process' and regexp_matches(text, '^Process \d+:')
+) d
+where e.file = d.file and e.line >= d.start and (d.stop is null or e.line < d.stop)
+  and e.pid is null and e.kind in ('stack_dump_process', 'stack_dump_start', 'stack_frame');
+
+-- The DeepSpeed launcher's workers (deepspeed_spawned: pid, local rank) are the global ranks their
+-- node's layout line gives them (deepspeed_node_layout: node_rank * num_local_procs + local rank),
+-- where their file and host state one layout.
+update processes p set rank = l.node_rank * l.procs + p.local_rank
+from (
+    select file, host, any_value(cast(regexp_extract(text, 'node_rank=(\d+)', 1) as bigint)) as node_rank,
+           any_value(cast(regexp_extract(text, 'num_local_procs=(\d+)', 1) as bigint)) as procs
+    from events where kind = 'deepspeed_node_layout'
+    group by file, host having count(distinct regexp_extract(text, 'nnodes=.*')) = 1
+) l
+where p.source = 'deepspeed' and p.rank is null and p.local_rank is not null
+  and p.file = l.file and p.host is not distinct from l.host;
+
+-- torchrun's `--role rank` (torchtitan's launcher) tees each worker's lines as `[rank<local>]:`, the
+-- marker c10 writes with the global rank. In a file whose agent names its role `rank` (`[rank]
+-- Rendezvous complete for workers`), the marker is the local rank, and the agent's rendezvous
+-- result (`local_ranks=[0, 1, 2, 3]`, `global_ranks=[8, 9, 10, 11]`) maps it to the global one
+-- (apply_identity.sql); a file whose restarts changed the mapping is left as it reads.
+create or replace temp table local_role_ranks as
+with lists as (
+    select file, line, regexp_extract(text, '(local|global)_ranks=', 1) as key,
+           list_transform(string_split(regexp_extract(text, '_ranks=\[([^\]]*)\]', 1), ','), lambda x: try_cast(trim(x) as bigint)) as ranks
+    from events
+    where regexp_matches(text, '^\s*(?:local|global)_ranks=\[[\d, ]+\]\s*$')
+      and file in (select file from events where source = 'torchelastic' and starts_with(text, '[rank] '))
+), pairs as (   -- a result's local_ranks, then its global_ranks a few lines on
+    select file, ranks as locals, lead(ranks) over (partition by file order by line) as globals, key,
+           lead(key) over (partition by file order by line) as next_key
+    from lists
+)
+select file, unnest(locals) as local_rank, unnest(globals) as rank
+from (select file, any_value(locals) as locals, any_value(globals) as globals from pairs
+      where key = 'local' and next_key = 'global' and len(locals) = len(globals)
+      group by file having count(distinct (locals, globals)) = 1);
+
+insert into rank_readings
+select '[rankN]: where torchrun''s agent has the role `rank`', 'the local rank torchrun tees (its rendezvous result maps it to the global rank)', count(*)
+from events e where exists (select 1 from local_role_ranks l where l.file = e.file and l.local_rank = e.rank and l.local_rank <> l.rank)
+having count(*) > 0;
+
 create or replace temp table rank_by_pid as
 select host, pid, min(rank) as rank from (
     select host, pid, rank from processes where rank is not null and pid is not null

@@ -1,24 +1,32 @@
 -- NCCL RAS reports (parsers/formats/nccl_ras.toml) as the runtime's own word. A rank that has
--- launched fewer operations than the rest of its communicator (`Rank 517 has launched up to
--- operation 5120` beside `1023 ranks have launched up to operation 5121`) is behind: a desync row,
--- like PyTorch's `didn't join`. A process the report considers dead, and the ranks it managed
+-- launched fewer operations than the most any rank of its communicator launched (`Rank 517 has
+-- launched up to operation 5120` beside `1023 ranks have launched up to operation 5121`; of two
+-- ranks, each on its own line) is behind: the others wait in an operation it never launched. A
+-- desync row, like PyTorch's `didn't join`. A process the report considers dead, and the ranks it managed
 -- (`Rank 42 -- GPU 2 managed by process 30518`), died: an exits row. Communicator ranks are global
 -- ranks when the communicator spans the job (the usual world communicator, group #0).
 create or replace temp table ras_rank_lines as
 select file, line, kind, ts,
+       -- the communicator's warning the line is under (`#0-0 (4b9e07d2c18fa365) MISMATCH`)
+       (select max(p.line) from events p where p.file = e.file and p.kind = 'nccl_ras_comm_problem' and p.line < e.line) as block,
        cast(regexp_extract(text, 'Rank (\d+)', 1) as bigint) as comm_rank,
        try_cast(nullif(regexp_extract(text, 'launched up to operation (\d+)', 1), '') as bigint) as ops,
        try_cast(nullif(regexp_extract(text, 'managed by process (\d+)', 1), '') as bigint) as pid,
        nullif(regexp_extract(text, ' on node (\S+)', 1), '') as host
-from events where kind in ('nccl_ras_rank_ops', 'nccl_ras_rank_no_ops', 'nccl_ras_rank');
+from events e where kind in ('nccl_ras_rank_ops', 'nccl_ras_rank_no_ops', 'nccl_ras_rank');
 
-create or replace temp table ras_majority as
-select file, max(try_cast(regexp_extract(text, 'launched up to operation (\d+)', 1) as bigint)) as ops
-from events where kind = 'nccl_ras_rank_group' group by file;
+create or replace temp table ras_launched_most as
+select file, block, max(ops) as ops from (
+    select file, block, ops from ras_rank_lines
+    union all
+    select file, (select max(p.line) from events p where p.file = e.file and p.kind = 'nccl_ras_comm_problem' and p.line < e.line),
+           try_cast(regexp_extract(text, 'launched up to operation (\d+)', 1) as bigint)
+    from events e where kind = 'nccl_ras_rank_group'
+) group by file, block;
 
 insert into desync (file, line, ranks, verdict, seq, next, ts)
 select r.file, r.line, cast(r.comm_rank as varchar), 'not_joined', r.ops, r.ops + 1, r.ts
-from ras_rank_lines r join ras_majority m using (file)
+from ras_rank_lines r join ras_launched_most m on m.file = r.file and m.block is not distinct from r.block
 where r.ops is not null and r.ops < m.ops;
 
 insert into exits (file, line, host, pid, rank, reason, source, ts, text)

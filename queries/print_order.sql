@@ -7,7 +7,9 @@ create or replace temp table rank_prints as
 select rank, file, line, text, regexp_replace(text, '\d+', '#', 'g') as template,
        row_number() over (partition by rank order by ts nulls last, file, line) as k
 from events
-where rank is not null and kind in ('other', 'rank_print') and length(trim(text)) >= 8;
+-- a print, or a line of the script's own logger that no format reads further
+where rank is not null and kind in ('other', 'rank_print', 'python_logging', 'python_logging_default', 'python_logging_mdy')
+  and length(trim(text)) >= 8;
 
 create or replace temp table prints_behind as
 with firsts as (

@@ -4,7 +4,12 @@
 -- A view: its readers take a few columns of it; a table copied every event's text (1 GB: 0.1 s).
 create or replace temp view rank_events as
 select e.*, case
-    when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'sglang_scheduler_exception', 'store_host_failed') then 'own'
+    -- NCCL's system or remote error raised in Python, where NCCL's transport reported failed links:
+    -- the network's failure reaching the rank, not one of its own
+    when kind = 'traceback' and regexp_matches(text, 'NCCL Error [26]\b|ncclSystemError|ncclRemoteError')
+         and exists (select 1 from events n where n.kind = 'nccl_net_error') then 'collateral'
+    when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'sglang_scheduler_exception', 'store_host_failed',
+                  'megatron_nan_check') then 'own'
     when kind in ('init_error', 'nccl_remote_error', 'peer_failure_exception', 'gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed',
                   'nccl_net_error', 'watchdog_abort', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',
                   'dump_signal', 'terminate_called', 'monitored_barrier_failed',

@@ -34,6 +34,13 @@ def test_report_only_formats_stay_in_their_report():
     assert df["kind"].to_list() == ["other", "other"]
 
 
+def test_a_bracketed_time_then_a_level_is_a_logging_line_not_sglang_s_prefix():
+    """`[asctime] [INFO] name: ...` keeps its level (sglang's `[time TPn]` prefix would take the
+    time alone and leave the level in the text)."""
+    df, _ = parse_batch(pl.Series(["[2026-07-22 20:02:04] [ERROR] tsfm.train: eval failed"], dtype=pl.String), 1, CTX)
+    assert (df["level"][0], df["text"][0]) == ("ERROR", "tsfm.train: eval failed")
+
+
 @pytest.mark.parametrize("spec,i,sample", CASES, ids=[f"{s.name}-{i}" for s, i, _ in CASES])
 def test_sample(spec, i, sample):
     if spec.layer == "message":

@@ -424,3 +424,92 @@ def test_the_report_timeline_ends_where_the_job_did_and_reads_only_its_last_even
     assert [r["time"] for r in with_culprit] == sorted(r["time"] for r in with_culprit)
     others = [r for r in fast if r not in own]
     assert [r for r in with_culprit if r not in own] == others[len(others) - (len(with_culprit) - len(own)):]
+
+
+def test_a_py_spy_dump_is_its_process_s_and_deepspeed_s_launcher_names_the_rank(con):
+    """`Process P:` opens a dump; its frames take P, which the DeepSpeed launcher's spawn line
+    (local rank 1 on node 1 of 4-process nodes) makes global rank 5."""
+    con.execute("insert into events (file, line, kind, text) values "
+                "('c.log', 1, 'deepspeed_node_layout', '[launch.py:152:main] nnodes=2, num_local_procs=4, node_rank=1'), "
+                "('c.log', 10, 'stack_dump_process', 'Process 4242: python -u train.py --local_rank=1'), "
+                "('c.log', 11, 'stack_dump_start', 'Thread 4242 (active): \"MainThread\"'), "
+                "('c.log', 12, 'stack_frame', '    all_reduce (torch/distributed/distributed_c10d.py:2918)'), "
+                "('c.log', 13, 'stack_frame', '    step (train.py:80)')")
+    con.execute("insert into processes (file, line, pid, local_rank, source) values ('c.log', 2, 4242, 1, 'deepspeed')")
+    queries.run_all(con)
+    assert con.execute("select distinct rank, pid from events where line >= 10").fetchall() == [(5, 4242)]
+    assert con.execute("select rank, call from blocked_calls").fetchall() == [(5, "all_reduce")]
+
+
+def test_a_stack_dump_s_outermost_torch_distributed_frame_is_the_call(con):
+    """py-spy lists the innermost frame first: the call is the outermost frame of distributed_c10d.py."""
+    for rank, inner in [(0, "reduce_scatter_tensor"), (1, "all_reduce"), (2, "reduce_scatter_tensor")]:
+        con.execute("insert into events (file, line, rank, kind, text) values "
+                    "('d.log', ?, ?, 'stack_dump_start', 'Thread 7 (active): \"MainThread\"'), "
+                    "('d.log', ?, ?, 'stack_frame', '    wrapper (torch/distributed/c10d_logger.py:81)'), "
+                    "('d.log', ?, ?, 'stack_frame', '    ' || ? || ' (torch/distributed/distributed_c10d.py:4431)'), "
+                    "('d.log', ?, ?, 'stack_frame', '    train (train.py:12)')",
+                    [rank * 10, rank, rank * 10 + 1, rank, rank * 10 + 2, rank, inner, rank * 10 + 3, rank])
+    queries.run_all(con)
+    assert con.execute("select rank, call from blocked_calls order by rank").fetchall() == [
+        (0, "reduce_scatter_tensor"), (1, "all_reduce"), (2, "reduce_scatter_tensor")]
+    assert con.execute("select rank, call from call_minority").fetchall() == [(1, "all_reduce")]
+
+
+def test_torchrun_role_rank_markers_are_local_ranks_mapped_by_the_rendezvous(con):
+    """`--role rank` tees `[rank0]:` for local rank 0; this node's rendezvous gives it global rank 8.
+    Node 0's markers (local = global) and a marker no local rank has stay as they read."""
+    for f, base in (("n0.out", 0), ("n2.out", 8)):
+        con.execute("insert into events (file, line, source, kind, text) values "
+                    "(?, 1, 'torchelastic', 'torchelastic', '[rank] Rendezvous complete for workers. Result:'), "
+                    "(?, 2, null, 'other', '  local_ranks=[0, 1]'), "
+                    "(?, 3, null, 'other', '  global_ranks=[' || ? || ', ' || ? || ']')", [f, f, f, base, base + 1])
+        con.execute("insert into events (file, line, rank, kind, text) values (?, 9, 1, 'other', 'step 3'), (?, 10, 9, 'c10', 'c10 line')", [f, f])
+    queries.run_all(con)
+    assert con.execute("select file, line, rank from events where line >= 9 order by file, line").fetchall() == [
+        ("n0.out", 9, 1), ("n0.out", 10, 9), ("n2.out", 9, 9), ("n2.out", 10, 9)]
+    assert con.execute("select lines from rank_readings where marker like '[rankN]%'").fetchall() == [(1,)]
+
+
+def test_ras_of_two_ranks_names_the_one_that_launched_fewer(con):
+    """Two ranks of a communicator, each on its own line: the one that launched fewer is behind."""
+    con.execute("insert into events (file, line, kind, text) values "
+                "('ras.txt', 1, 'nccl_ras_comm_problem', '#0-0 (4b9e07d2c18fa365) MISMATCH'), "
+                "('ras.txt', 2, 'nccl_ras_rank_ops', '  Rank 1 has launched up to operation 301544 -- GPU 0 managed by process 2291 on node 10.0.0.2'), "
+                "('ras.txt', 3, 'nccl_ras_rank_ops', '  Rank 0 has launched up to operation 301543 -- GPU 0 managed by process 2187 on node 10.0.0.1')")
+    queries.run_all(con)
+    assert con.execute("select ranks, verdict, seq from desync").fetchall() == [("0", "not_joined", 301543)]
+
+
+def test_megatron_s_nan_check_is_the_named_rank_s_own_error(con):
+    con.execute("insert into events (file, line, kind, level, text) values ('m.log', 7, 'megatron_nan_check', 'ERROR', "
+                "'Unexpected result nan on rank 3 at iteration #3 invocation #2 (message=''found NaN in local grad norm'')')")
+    queries.run_all(con)
+    assert con.execute("select rank, own_errors from rank_facts").fetchall() == [(3, 1)]
+
+
+def test_one_torchrun_agent_s_workers_are_the_job_s_ranks(con):
+    """The agent names three workers (one failed as rank 2, two it SIGTERMed by pid): ranks 0-2,
+    and rank 2's silent error exit is the first failure."""
+    con.execute("insert into exits (file, line, pid, signal, reason, source) values "
+                "('c.txt', 1, 20417, 15, 'agent_sigterm', 'torchelastic'), ('c.txt', 2, 20418, 15, 'agent_sigterm', 'torchelastic')")
+    con.execute("insert into exits (file, line, rank, local_rank, pid, exit_code, reason, source) values "
+                "('c.txt', 3, 2, 2, 20419, 1, 'worker_failed', 'torchelastic')")
+    queries.run_all(con)
+    assert con.execute("select rank from world order by rank").fetchall() == [(0,), (1,), (2,)]
+    assert con.execute("select rank from rank_facts where exited_error").fetchall() == [(2,)]
+
+
+def test_a_rank_silent_in_torchrun_s_console_never_issued_the_collective(con):
+    """Rank 1 times out in SeqNum 3 in the agent's own console, where every worker's output goes;
+    the agent's two workers are the whole job, so rank 0, with no counter there, never issued it."""
+    con.execute("insert into events (file, line, rank, source, kind, text) values "
+                "('k.txt', 1, null, 'torchelastic', 'torchelastic_closing_worker', 'Sending process 347 closing signal SIGTERM'), "
+                "('k.txt', 2, 1, 'c10', 'watchdog_timeout', '[Rank 1] Watchdog caught collective operation timeout')")
+    con.execute("insert into exits (file, line, pid, signal, reason, source) values ('k.txt', 1, 347, 15, 'agent_sigterm', 'torchelastic')")
+    con.execute("insert into exits (file, line, rank, local_rank, pid, signal, reason, source) values "
+                "('k.txt', 3, 1, 1, 348, 6, 'worker_failed', 'torchelastic')")
+    _collectives(con, [(1, "0", "pg_seq", 3, "ALLREDUCE", None, "timeout")])
+    queries.run_all(con)
+    assert con.execute("select pg, counter, seq from divergence").fetchall() == [("0", "pg_seq", 3)]
+    assert con.execute("select rank from speaking_ranks order by rank").fetchall() == [(0,), (1,)]

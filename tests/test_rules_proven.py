@@ -64,12 +64,11 @@ def _kinds_of_proof(rule) -> set[str]:
 # Recorder's point-to-point states cannot be captured with gloo on a CPU, and several real-world
 # shapes have no thread yet. The list only shrinks: a new rule comes with both proofs.
 LACKING_A_PROOF = {
-    "fr_order_without_majority": "real-world",
     "fr_skipped_seq": "real-world", "fr_p2p_wrong_peer": "both", "fr_p2p_size_mismatch": "captured",
     "sequence_shifted_by_history": "real-world",
     "sequence_split_without_majority": "captured", "sequence_apart_without_majority": "captured",
     "ran_ahead_of_the_others": "captured", "blocked_in_extra_barrier": "real-world",
-    "blocked_in_another_call": "real-world", "never_initialised": "both",
+    "never_initialised": "both",
     "init_host_never_completed": "captured",
     "left_behind_in_collective": "real-world",
     "link_error_first": "captured", "fr_state_behind": "captured", "fr_p2p_unposted": "captured",
