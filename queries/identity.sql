@@ -4,6 +4,7 @@
 -- line of the same console tags with its global rank too, the torchrun local rank on
 -- its host (or alone, on a single host), and the single rank a per-rank file speaks for.
 -- Unknown stays null.
+
 -- A py-spy dump opens with its process (`Process P: cmd`); its threads' headings and frames until
 -- the next dump are that process's: they take its pid, which the links below turn into a rank.
 update events e set pid = d.pid
