@@ -37,16 +37,16 @@ with thread as (
     from last_dump d left join events e on e.file = d.file and e.rank = d.rank
     where d.rank not in (select rank from tb_frames)
     group by all
-), frames as (
+), frames as (   -- py-spy's `    fn (path:line)`, faulthandler's `  File "path", line N in fn`
     select e.rank, e.file, e.line,
-           coalesce(regexp_extract(e.text, '^\s+\S+ \(([^:()]+):\d+\)$', 1), regexp_extract(e.text, 'File "([^"]+)", line \d+ in', 1)) as path,
-           coalesce(regexp_extract(e.text, '^\s+\S+ \([^:()]+:(\d+)\)$', 1), regexp_extract(e.text, 'File "[^"]+", line (\d+) in', 1)) as lineno,
-           coalesce(regexp_extract(e.text, '^\s+(\S+) \([^:()]+:\d+\)$', 1), regexp_extract(e.text, 'File "[^"]+", line \d+ in (\S+)', 1)) as fn
+           case when regexp_matches(e.text, '^\s+\S+ \([^:()]+:\d+\)$')
+                then regexp_extract(e.text, '^\s+(\S+) \(([^:()]+):(\d+)\)$', ['fn', 'path', 'lineno'])
+                else regexp_extract(e.text, 'File "([^"]+)", line (\d+) in (\S+)', ['path', 'lineno', 'fn']) end as f
     from thread t join events e on e.file = t.file and e.rank = t.rank and e.kind = 'stack_frame'
                                and e.line > t.start and e.line < t.stop
 )
-select rank, file, line, path, cast(lineno as bigint), fn, row_number() over (partition by rank order by line desc)
-from frames where lineno <> '';
+select rank, file, line, f.path, cast(f.lineno as bigint), f.fn, row_number() over (partition by rank order by line desc)
+from frames where f.lineno <> '';
 
 -- The call: the outermost frame in torch.distributed's distributed_c10d.py (the API the program
 -- called: all_reduce, broadcast, barrier...); without one, the innermost frame of torch itself

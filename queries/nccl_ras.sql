@@ -5,23 +5,25 @@
 -- desync row, like PyTorch's `didn't join`. A process the report considers dead, and the ranks it managed
 -- (`Rank 42 -- GPU 2 managed by process 30518`), died: an exits row. Communicator ranks are global
 -- ranks when the communicator spans the job (the usual world communicator, group #0).
+
+-- The communicator's warning a line of the report is under (`#0-0 (4b9e07d2c18fa365) MISMATCH`).
+create or replace temp macro ras_block(f, l) as
+    (select max(p.line) from events p where p.file = f and p.kind = 'nccl_ras_comm_problem' and p.line < l);
+
 create or replace temp table ras_rank_lines as
-select file, line, kind, ts,
-       -- the communicator's warning the line is under (`#0-0 (4b9e07d2c18fa365) MISMATCH`)
-       (select max(p.line) from events p where p.file = e.file and p.kind = 'nccl_ras_comm_problem' and p.line < e.line) as block,
+select file, line, kind, ts, ras_block(file, line) as block,
        cast(regexp_extract(text, 'Rank (\d+)', 1) as bigint) as comm_rank,
        try_cast(nullif(regexp_extract(text, 'launched up to operation (\d+)', 1), '') as bigint) as ops,
        try_cast(nullif(regexp_extract(text, 'managed by process (\d+)', 1), '') as bigint) as pid,
        nullif(regexp_extract(text, ' on node (\S+)', 1), '') as host
-from events e where kind in ('nccl_ras_rank_ops', 'nccl_ras_rank_no_ops', 'nccl_ras_rank');
+from events where kind in ('nccl_ras_rank_ops', 'nccl_ras_rank_no_ops', 'nccl_ras_rank');
 
 create or replace temp table ras_launched_most as
 select file, block, max(ops) as ops from (
     select file, block, ops from ras_rank_lines
     union all
-    select file, (select max(p.line) from events p where p.file = e.file and p.kind = 'nccl_ras_comm_problem' and p.line < e.line),
-           try_cast(regexp_extract(text, 'launched up to operation (\d+)', 1) as bigint)
-    from events e where kind = 'nccl_ras_rank_group'
+    select file, ras_block(file, line), try_cast(regexp_extract(text, 'launched up to operation (\d+)', 1) as bigint)
+    from events where kind = 'nccl_ras_rank_group'
 ) group by file, block;
 
 insert into desync (file, line, ranks, verdict, seq, next, ts)

@@ -26,6 +26,11 @@ create or replace temp macro said_after_stop(ts, file, line, term_at, term_file,
         when ts is not null and term_at is not null then ts > term_at
         else file = term_file and line > term_line end;
 
+-- The processes the launcher stopped that no line gives a rank (torchrun's `Sending process P
+-- closing signal`, spawn's `Terminating process P`): ranks of the job all the same.
+create or replace temp table unranked_stopped as
+select count(distinct pid) as n from exits where rank is null and reason = 'agent_sigterm';
+
 create or replace temp table rank_exits as
 select rank,
        -- a kill, or a death the runtime saw without a word from the process (NCCL RAS: dead)

@@ -513,3 +513,13 @@ def test_a_rank_silent_in_torchrun_s_console_never_issued_the_collective(con):
     queries.run_all(con)
     assert con.execute("select pg, counter, seq from divergence").fetchall() == [("0", "pg_seq", 3)]
     assert con.execute("select rank from speaking_ranks order by rank").fetchall() == [(0,), (1,)]
+
+
+def test_a_faulthandler_dump_gives_the_call_too(con):
+    """faulthandler's `  File "path", line N in fn` frames, innermost first, as py-spy's."""
+    con.execute("insert into events (file, line, rank, kind, text) values "
+                "('f.log', 1, 2, 'stack_dump_start', 'Current thread 0x00007f683ea77b80 (most recent call first):'), "
+                "('f.log', 2, 2, 'stack_frame', '  File \"/x/torch/distributed/distributed_c10d.py\", line 2501 in all_reduce'), "
+                "('f.log', 3, 2, 'stack_frame', '  File \"/x/train.py\", line 80 in sync_gradients')")
+    queries.run_all(con)
+    assert con.execute("select rank, call from blocked_calls").fetchall() == [(2, "all_reduce")]
