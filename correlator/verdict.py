@@ -127,7 +127,11 @@ def facts(con: duckdb.DuckDBPyConnection) -> dict:
               when 'step_time' then 'their steps take ' || round(ratio, 1) || 'x the median rank''s'
               else 'their throughput is ' || round(ratio, 2) || 'x the median rank''s' end, '; ')
             from straggler_ranks"""),
-        "minority_call": _one(con, "select any_value(call) from call_minority"),
+        "minority_call": _one(con, "select coalesce((select any_value(call) from call_minority), (select any_value(call) from site_minority))"),
+        "minority_site": _one(con, "select any_value(site) from site_minority"),
+        "main_op": _one(con, "select any_value(op) from main_process_split"),
+        "others_op": _one(con, "select any_value(others_op) from main_process_split"),
+        "majority_site": _one(con, "select any_value(majority_site) from site_minority"),
         "majority_call": _one(con, "select any_value(majority_call) from call_minority"),
         "error_lines": _one(con, "select count(*) from error_lines"),
         # the store host's own failure before the others' timeouts reaching it

@@ -25,9 +25,9 @@ from .text import clean
 
 # How each timestamp format is read; see parse_ts.
 TS_PRECISION = {"c10": "s", "torchlog": "ms", "iso": "ms", "iso_s": "s", "rfc3339": "us", "epoch": "s", "ctime": "s",
-                "mdy": "s"}
+                "mdy": "s", "mdy_short": "s"}
 TS_INFERRED = {"c10": "year,zone", "torchlog": "year,zone", "iso": "zone", "iso_s": "zone", "rfc3339": None, "epoch": None,
-               "ctime": "zone", "mdy": "zone"}
+               "ctime": "zone", "mdy": "zone", "mdy_short": "zone"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,8 @@ def parse_ts(raw: pl.Expr, fmt: str) -> pl.Expr:
             "%a %b %d %H:%M:%S %Y", strict=False, time_zone="UTC").cast(utc)
     if fmt == "mdy":  # `12/01/2026 09:12:01`: month/day/year (the HF examples' datefmt)
         return raw.str.to_datetime("%m/%d/%Y %H:%M:%S", strict=False, time_zone="UTC").cast(utc)
+    if fmt == "mdy_short":  # `03/27/23 18:10:51`: rich's log handler (two-digit year)
+        return raw.str.to_datetime("%m/%d/%y %H:%M:%S", strict=False, time_zone="UTC").cast(utc)
     if fmt == "epoch":
         return pl.from_epoch(raw.str.to_integer(strict=False), time_unit="s").dt.replace_time_zone("UTC").cast(utc)
     raise ValueError(f"unknown ts_format {fmt!r}")

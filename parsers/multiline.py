@@ -66,10 +66,21 @@ def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
     ).drop("_stream", "_block", "_ends", "_where", "_setup")
 
 
+LAUNCHER_SOURCES = ("slurm", "mpirun", "torchelastic", "k8s", "orchestrator")
+
+
 def carry_time(df: pl.DataFrame) -> pl.DataFrame:
     """Lines without a time of their own (traceback lines, C++ frames, bare NCCL lines) take the
-    time of the last timed line of the same stream, flagged `carried` in ts_inferred."""
-    carried = pl.col("ts").forward_fill().over(stream_key(), order_by=_ORDER)
+    time of the last timed line of the same stream, flagged `carried` in ts_inferred. A line no
+    prefix marks takes the last timed line of its file: c10 marks only the first line of a message
+    (`[rank1]:[E502 09:41:17 ...] ... raised the following async exception`), its continuation
+    lines and C++ frames come bare, and the file's last line before them is that message. Not a
+    launcher's or a scheduler's own report (srun's `task 0: Terminated`): it follows whatever line
+    came before it, at a time of its own that it does not print."""
+    unmarked = pl.all_horizontal(pl.col(c).is_null() for c in ("tee_local_rank", "task", "rank", "pod")) \
+        & ~pl.col("source").is_in(LAUNCHER_SOURCES)
+    carried = pl.when(unmarked).then(pl.col("ts").forward_fill().over("file", order_by=_ORDER)) \
+        .otherwise(pl.col("ts").forward_fill().over(stream_key(), order_by=_ORDER))
     return df.with_columns(
         ts_inferred=pl.when(pl.col("ts").is_null() & carried.is_not_null())
         .then(pl.lit("carried")).otherwise(pl.col("ts_inferred")),

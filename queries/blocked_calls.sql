@@ -81,6 +81,34 @@ from calls c
 where (select count(*) from calls) = 2 and c.n < (select max(n) from calls) and (select max(n) from calls) >= 2
   and (select yes from all_waiting);
 
+-- The ranks that failed in the same collective call as the others but reached it from another
+-- line of the program (the path of the script's own frames down to the call): an `if` that hands
+-- the collective another tensor, or the same op further on after a skipped one. Two paths split
+-- the ranks with tracebacks, the larger side has at least two, and no rank failed or left on its
+-- own: a rank with no traceback only lost its peers (gloo's size check aborts the receiver).
+create or replace temp table site_minority as
+with paths as (
+    select rank, list(regexp_replace(path, '^.*[/\\]', '') || ':' || lineno || ' in ' || fn order by depth) as frames,
+           list(line order by depth) as lines, any_value(file) as file
+    from tb_frames where not regexp_matches(path, '[/\\](torch|site-packages|dist-packages)[/\\]')
+    group by rank
+), sites as (
+    select b.call, p.frames, list(b.rank order by b.rank) as ranks, count(*) as n
+    from blocked_calls b join paths p using (rank) group by b.call, p.frames
+), parted as (   -- the minority's first frame that is not the majority's: where the paths parted
+    select s.*, m.frames as majority_frames,
+           list_position(list_transform(range(1, least(len(s.frames), len(m.frames)) + 1),
+                                        lambda i: s.frames[i] = m.frames[i]), false) as at
+    from sites s, (select frames from sites order by n desc limit 1) m
+    where (select count(*) from sites) = 2 and (select count(distinct call) from sites) = 1
+      and s.n < (select max(n) from sites) and (select max(n) from sites) >= 2
+      and not exists (select 1 from rank_facts where own_errors > 0 or killed_hard or crashed_signal
+                                                  or left_cleanly or absent_from_summary)
+)
+select p.rank, p.file, p.lines[coalesce(t.at, len(p.lines))] as line, t.call,
+       t.frames[coalesce(t.at, len(t.frames))] as site, t.majority_frames[coalesce(t.at, len(t.majority_frames))] as majority_site
+from parted t, unnest(t.ranks) as u(rank) join paths p on p.rank = u.rank;
+
 -- Which of two ranks stood further along the program when they failed: the one that logged more
 -- steps, else, in the same step, the one whose traceback went on from a later line of the first
 -- function their stacks share at different lines (the point where their paths parted, in

@@ -72,8 +72,10 @@ with split as (  -- seqs where ranks issued different things
     join (select pg, counter, max(last_seq) as max_seq from last_seq group by pg, counter) g using (pg, counter)
     group by b.pg, b.counter having max(g.max_seq) > min(b.last_seq)
 ), silent as (  -- speaking ranks of a PG with no row at all in it: the seq the others waited in
+               -- (timed out in, or saw fail as its peer went away: NCCL's remote error)
     select s.pg, s.counter, min(s.seq) as seq from seq_rows s
-    where s.state = 'timeout'
+    where (s.state = 'timeout'
+           or exists (select 1 from events e where e.file = s.file and e.line = s.line and e.kind = 'nccl_remote_error'))
       and exists (select 1 from speaking_ranks w where w.pg = s.pg
                   and w.rank not in (select rank from last_seq l where l.pg = s.pg and l.counter = s.counter))
     group by s.pg, s.counter
@@ -110,6 +112,23 @@ select * exclude (coverage) from divergence_all
 order by split desc, coverage desc,
          case counter when 'pg_seq' then 0 when 'fr_seq' then 1 when 'detail_seq' then 2 else 3 end, seq
 limit 1;
+
+-- A split no majority decides where rank 0 stands alone with another op than the other side (two
+-- ranks: one each): the main process's own path (a rank-0-only evaluation, checkpoint or logging
+-- branch) is where such splits come from. Not where the earlier seqs show both ops already: two
+-- ops the program issues every step, swapped on one side, say nothing of which side erred.
+create or replace temp table main_process_split as
+with at_split as (
+    select g.*, upper(replace(g.op, '_', '')) as name from seq_groups g join divergence d using (pg, counter, seq)
+    where d.split
+), history as (
+    select distinct upper(replace(h.op, '_', '')) as name
+    from seq_groups h join divergence d using (pg, counter) where h.seq < d.seq and h.op is not null
+)
+select 0 as rank, any_value(op) filter (where ranks = [0]) as op, any_value(op) filter (where ranks <> [0]) as others_op
+from at_split
+having count(*) = 2 and count(distinct name) = 2 and min(n) = max(n) and bool_or(ranks = [0])
+   and count(*) filter (where name in (select name from history)) < 2;
 
 -- The ranks that stand in a later seq than the divergence and issued nothing there: they went past
 -- it, and what they issued there is not in the logs (the report's `ranks_past`, in no group).

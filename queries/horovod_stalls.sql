@@ -25,12 +25,18 @@ from horovod_listed
 where (select count(distinct rank) from horovod_listed) * 2 >= (select n from horovod_size)
 group by rank;
 
+-- Horovod's ranks are 0..size-1: the ready lists name the job's size at least up to their highest
+-- rank, so a rank below it that no list names is waited for even where no line of its own is seen.
 insert into desync (file, line, ranks, verdict, ts)
-select s.file, s.line, string_agg(distinct cast(w.rank as varchar), ', '), 'not_joined', any_value(s.ts)
-from (
+with stalled as (
     select file, line, ts, list_transform(regexp_extract_all(op, '\d+'), lambda x: cast(x as bigint)) as ready
     from (select file, line, ts, unnest(regexp_extract_all(text, '\[ready ranks: ([\d, ]+)\]', 1)) as op
           from events where kind = 'horovod_stall_warning')
-) s, world w
-where not list_contains(s.ready, w.rank)
+), job as (
+    select unnest(range(0, greatest((select count(*) from world), (select max(list_max(ready)) + 1 from stalled)))) as rank
+    union select rank from world
+)
+select s.file, s.line, string_agg(distinct cast(w.rank as varchar), ', '), 'not_joined', any_value(s.ts)
+from stalled s, job w
+where not list_contains(s.ready, w.rank) and list_max(s.ready) < 131072
 group by s.file, s.line;

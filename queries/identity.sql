@@ -105,6 +105,17 @@ select local_rank, rank, host from exits where source = 'torchelastic_summary'
 union all
 select local_rank, local_rank, host from exits where source = 'mp_spawn';
 
+create or replace temp table single_agent_locals as
+select local_rank, host from exits
+where source = 'torchelastic' and local_rank between 0 and 1023
+  and (select count(distinct file) from exits where source in ('torchelastic', 'torchelastic_summary')) = 1
+  and not exists (select 1 from events where rank is not null)
+  and not exists (select 1 from processes where rank is not null);
+
+insert into rank_readings
+select 'torchrun''s local_rank, one agent, no global rank in the logs', 'the global rank (one node assumed)', count(*)
+from single_agent_locals having count(*) > 0;
+
 create or replace temp table rank_by_local as
 select local_rank, min(rank) as rank from (
     select * from local_pairs
@@ -113,6 +124,10 @@ select local_rank, min(rank) as rank from (
     where rank is null and local_rank between 0 and 1023
       and exists (select 1 from local_pairs where rank is not null and local_rank is not null)
       and not exists (select 1 from local_pairs where rank <> local_rank)
+    union all
+    -- one agent's console and no global rank in any line: torchrun on one node numbers its
+    -- workers' local and global ranks alike (a reading: job.rank_readings)
+    select local_rank, local_rank, host from single_agent_locals
 )
 where rank is not null and local_rank is not null
   and (select count(distinct host) from processes where host is not null) <= 1

@@ -48,7 +48,7 @@ def location(item: dict) -> str:
 
 # For every bundled sample, the line its evidence must start with, and what that line is.
 FIRST_LINE = {
-    # a verdict no rule decides: the clue to a mismatch first (gloo's size check on the receiver)
+    # gloo's size check on the receiver first (sized_apart_on_another_line; undecided: the clue to a mismatch)
     "slurm-collective_mismatch": "slurm-45.out:26",                        # rank 1: op.preamble.length <= op.nbytes. 1024 vs 512
     "slurm-missing_collective": "train-43-3.out:8",                        # rank 3: op.preamble.length <= op.nbytes. 512 vs 4
     # otherwise the error lines of the rank they come from, one of each kind: its own file's copy
@@ -184,6 +184,9 @@ FIRST_LINE = {
     "tr-stall_before_ddp-4": "torchrun/none_it7y39op/attempt_0/2/stdout.log:2",   # prints_stopped_short: Rank 2: moving model to cpu (its last print)
     "tr-uneven_shards_val-4": "torchrun/none_6rqfqxt8/attempt_0/3/stderr.log:1",  # ran_out_of_batches: rank 3's bar (one line of \r redraws, to 9/9)
     "tr-error_after_end-4": "torchrun/none_tlf8xg0z/attempt_0/0/stderr.log:10",  # errors_after_the_end: '[rank 0] training finished'
+    "tr-agent_stopped-2node-2": "node_b_console.log:12",  # agent_stopped_first: 'Received 15 death signal, shutting down workers'
+    "tr-rank0_eval_gather-2-detail": "torchrun/none_tr5shqab/attempt_0/0/stderr.log:21",  # main_process_side_path: rank 0's ALLGATHER fingerprint at SequenceNumber=10
+    "tr-oom_skip_batch-4": "console.log:20",  # caught_oom_out_of_step: rank 2's warning that it caught the OOM and skips the batch
     "tr-join_check_stall-4": "torchrun/none_1afb4grs/attempt_0/1/stderr.log:5",  # barrier_peer_log_missing: rank 1 heard nothing from rank 0
     "tr-unmatched_send-4-detail": "torchrun/none_6kcjvxzf/attempt_0/2/stderr.log:24",  # runtime_named_sequence_apart: rank 2's fingerprint at SequenceNumber=14, past the others' 13
     # runs of scripts written in other people's styles (samples/capture/ext)
@@ -198,7 +201,7 @@ FIRST_LINE = {
     "ext-mpi-size_mismatch-3-detail": "console.log:65",  # runtime_named_mismatch: 'RuntimeError: Detected mismatch between collectives on ranks'
     "ext-spawn-crash_exception-4": "console.log:51",  # own_error_first: 'OSError: image file is truncated (3 bytes not processed): sa'
     "ext-spawn-crash_sigkill-3": "console.log:20",  # own_error_first: 'torch.multiprocessing.spawn.ProcessExitedException: process '
-    "ext-spawn-early_exit-2": "console.log:46",  # None: 'RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/tr'
+    "ext-spawn-early_exit-2": "console.log:5",  # left_while_peers_lost_it: rank 1's last step, '[GPU1] Epoch 0 | step 4 | loss 0.2285'
     "ext-spawn-port_taken-4": "console.log:41",  # store_host_failed: 'torch.distributed.DistNetworkError: The server socket has fa'
     "ext-spawn-healthy-2": "console.log:35",  # None: 'Epoch 2 | Training checkpoint saved at /tmp/snapshot.pt'
     "ext-tv-crash_sigkill-4-cpplog": "console.log:67",  # own_error_first: 'failed (exitcode: -9) local_rank: 0 (pid: 12017) of binary: '
@@ -451,10 +454,13 @@ def test_a_memory_kill_is_the_cause_not_collateral(reports):
     assert any("|3|node2" in e["text"] for e in report["evidence"]), "the sacct row naming MaxRSSTask 3"
 
 
-def test_the_only_clue_is_not_collateral(reports):
+def test_the_size_check_is_cited_first_and_the_culprits_path_next(reports):
+    """gloo's check fired on the receiver (rank 1, a victim: its abort is collateral); the
+    traceback of the rank that reached the all_reduce from another line names the culprit."""
     report = reports["slurm-collective_mismatch"]
-    assert not any(c["kind"] == "gloo_size_mismatch" for c in report["collateral"])
+    assert report["verdict"]["rule"] == "sized_apart_on_another_line"
     assert "op.preamble.length <= op.nbytes. 1024 vs 512" in report["evidence"][0]["text"]
+    assert report["evidence"][1]["rank"] == 2 and "line 84, in sync_gradients" in report["evidence"][1]["text"]
 
 
 @pytest.mark.parametrize("sample", [s.name for s in SAMPLES])

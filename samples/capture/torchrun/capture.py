@@ -150,6 +150,21 @@ SCENARIOS = {
         "group (divergence.seq), and every rank times out after 20 s. Each rank's tqdm bar shows how far it got. "
         "(With the validation all_reduce on the default group, gloo aborts the short rank instead, SIGABRT on "
         "'op.preamble.length <= op.nbytes': a crash, not this case.)"),
+    "rank0_eval_gather": Scenario(
+        "rank0_eval_gather", "collective_mismatch", "rank0",
+        description="at the fault step rank 0 alone runs an evaluation that all_gathers its predictions (as a "
+        "main-process-only evaluation does) before the step's forward; the other rank goes on into the step's "
+        "gradient all_reduce",
+        note="Two ranks: each side of the mismatch is one rank. DETAIL's check names the mismatch on both (ALLGATHER "
+        "against ALLREDUCE at the same SequenceNumber); rank 0 is the culprit, the main process that left the "
+        "step's path."),
+    "oom_skip_batch": Scenario(
+        "oom_skip_batch", "missing_collective",
+        description="at the fault step the injected rank's step fails to allocate its memory (a real 64 TiB "
+        "allocation, refused by the CPU allocator); it catches the error, logs a warning and skips the batch, "
+        "as OOM-recovery code does, while the others run the step",
+        note="The skipped step issues none of its collectives on the injected rank: its next gradient ALLREDUCE "
+        "meets the others' metrics ALLREDUCE of the fault step. divergence.seq is the first collective it skipped."),
 }
 
 
@@ -229,6 +244,10 @@ SAMPLE_LIST = [
     Sample("unmatched_send", 4, 2, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
     # the monitored barrier's rank 0 silent, and its log not collected (barrier_peer_log_missing)
     Sample("join_check_stall", 4, 0, extra_args=("--health-timeout", "10"), collected=(1, 2, 3)),
+    # two ranks split between two ops, the main process alone on its side (main_process_side_path)
+    Sample("rank0_eval_gather", 2, 0, detail=True, extra_args=NO_DDP, notes=NO_DDP_NOTE),
+    # a caught out-of-memory error, the batch skipped on one rank only (caught_oom_out_of_step)
+    Sample("oom_skip_batch", 4, 2),
 ]
 
 

@@ -3,8 +3,8 @@
 The `torchrun` console script is `torch.distributed.run:main`; this runs the same function with the
 same arguments, so the console output is torchrun's. torchrun itself only reports the exit codes
 of the workers it saw fail in one monitoring pass; the workers it then terminates are never
-reported. This wrapper notes, per local rank, the pid, the exit code and whether the agent had to
-signal the worker, and writes them to $CAPTURE_TRUTH_DIR/workers.json (outside the log directory).
+reported. This wrapper notes, per local rank, the pid, the global rank, the exit code and whether
+the agent had to signal the worker, and writes them to $CAPTURE_TRUTH_DIR/workers.json (outside the log directory).
 """
 
 import json
@@ -17,6 +17,7 @@ from torch.distributed.elastic.multiprocessing.subprocess_handler.subprocess_han
 from torch.distributed.run import main
 
 workers: list[SubprocessHandler] = []
+global_ranks: dict[int, int] = {}  # local rank -> the global rank the agent gave it (its RANK)
 signalled_by_agent: set[int] = set()
 exit_seen_at: dict[int, float] = {}  # local rank -> wall time its exit was first observed
 EXIT_POLL_SECONDS = 0.05
@@ -24,9 +25,10 @@ original_init = SubprocessHandler.__init__
 original_close = SubprocessHandler.close
 
 
-def tracking_init(self, *args, **kwargs):
-    original_init(self, *args, **kwargs)
+def tracking_init(self, entrypoint, args, env, *rest, **kwargs):
+    original_init(self, entrypoint, args, env, *rest, **kwargs)
     workers.append(self)
+    global_ranks[self.local_rank_id] = int(env["RANK"])
 
 
 def tracking_close(self, death_sig=None):
@@ -53,6 +55,7 @@ def write_worker_outcomes() -> None:
             pass
         outcomes[str(worker.local_rank_id)] = {
             "pid": worker.proc.pid,
+            "global_rank": global_ranks.get(worker.local_rank_id),
             "exit_code": worker.proc.returncode,
             "signalled_by_agent": worker.local_rank_id in signalled_by_agent,
             "exit_seen_at": exit_seen_at.get(worker.local_rank_id),

@@ -31,7 +31,7 @@ SCENARIOS = (
     "uneven_inputs", "crash_exception", "crash_sigkill", "stalled_rank", "op_order_mismatch",
     "shape_mismatch", "straggler", "bn_eval_desync", "silent_exit", "lone_health_check",
     "alltoall_split_mismatch", "async_extra_broadcast", "error_after_end", "unmatched_send",
-    "join_check_stall",
+    "join_check_stall", "rank0_eval_gather", "oom_skip_batch",
 )
 COMPUTE_SECONDS = 0.15  # simulated per-step compute, so a straggler is visible in the timings
 
@@ -269,6 +269,33 @@ def validate_on_fault_rank(args, rank: int, step: int, model) -> None:
     model.train()
 
 
+def evaluate_on_main_only(args, rank: int, step: int) -> None:
+    """rank0_eval_gather: an evaluation only the main process runs (a main-only progress bar or
+    metric), gathering its predictions from every rank with dist.all_gather; the others go on
+    into the step."""
+    if args.scenario != "rank0_eval_gather" or rank != 0 or step != args.fault_step:
+        return
+    write_truth(args, rank, step=step, seq=next_seq(), action="all_gather of evaluation predictions on rank 0 only")
+    log.info("step %d: running evaluation on the main process", step)
+    predictions = torch.zeros(4)
+    dist.all_gather([torch.zeros(4) for _ in range(dist.get_world_size())], predictions)
+
+
+def out_of_memory_skipped(args, rank: int, step: int) -> bool:
+    """oom_skip_batch: the injected rank's step needs more memory than the machine has (a real
+    allocation, which fails); like fairseq's and many scripts' OOM recovery, it logs a warning and
+    skips the batch, while the others run the step."""
+    if args.scenario != "oom_skip_batch" or rank != args.fault_rank or step != args.fault_step:
+        return False
+    try:
+        torch.empty(1 << 46, dtype=torch.uint8)   # 64 TiB: the allocator refuses it
+    except RuntimeError as oom:
+        write_truth(args, rank, step=step, seq=next_seq(), action="caught an out-of-memory error, skipped the batch")
+        log.warning("step %d: %s; skipping batch", step, str(oom).splitlines()[0])
+        return True
+    return False
+
+
 def train(args) -> None:
     dist.init_process_group(backend="gloo", timeout=timedelta(seconds=args.timeout))
     rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -311,6 +338,9 @@ def run_steps(args, rank: int, parallel_model, optimizer) -> None:
         maybe_crash(args, rank, step)
         exchange_tokens(args, rank, step)
         validate_on_fault_rank(args, rank, step, parallel_model)
+        evaluate_on_main_only(args, rank, step)
+        if out_of_memory_skipped(args, rank, step):
+            continue
         time.sleep(COMPUTE_SECONDS)
         loss = nn.functional.cross_entropy(parallel_model(inputs), labels)
         optimizer.zero_grad()
