@@ -21,7 +21,7 @@ with failing as (
                    'k8s_pytorchjob_failed', 'k8s_jobset_failed')
        -- torchrun's failure table, but not the rules around it (dashes look alike everywhere)
        or (kind = 'torchelastic_summary' and not regexp_matches(text, '^[-=]+$'))
-       or (kind in ('other', 'text', 'rank_print') and regexp_matches(text,
+       or (kind in ('other', 'text', 'rank_print', 'timestamped_print') and regexp_matches(text,
            '(\w(Error|Exception)(:|$)|\b(error|Error|ERROR):|\bERROR\b|\bFAILED\b|Traceback|[Ff]atal error|'
            '[Ss]egmentation fault|core dumped|timed out|\b[Aa]borted\b|\bKilled\b|[Uu]nhandled|'
            '(reset|closed) by (remote )?peer|[Bb]roken pipe|out of memory)'))

@@ -8,7 +8,8 @@ select rank, file, line, text, regexp_replace(text, '\d+', '#', 'g') as template
        row_number() over (partition by rank order by ts nulls last, file, line) as k
 from events
 -- a print, or a line of the script's own logger that no format reads further
-where rank is not null and kind in ('other', 'rank_print', 'python_logging', 'python_logging_default', 'python_logging_mdy')
+where rank is not null and kind in ('other', 'rank_print', 'python_logging', 'python_logging_default', 'python_logging_mdy',
+                                           'timestamped_print')
   and length(trim(text)) >= 8;
 
 create or replace temp table prints_behind as
