@@ -184,7 +184,7 @@ FIRST_LINE = {
     "tr-stall_before_ddp-4": "torchrun/none_it7y39op/attempt_0/2/stdout.log:2",   # prints_stopped_short: Rank 2: moving model to cpu (its last print)
     "tr-uneven_shards_val-4": "torchrun/none_6rqfqxt8/attempt_0/3/stderr.log:1",  # ran_out_of_batches: rank 3's bar (one line of \r redraws, to 9/9)
     "tr-error_after_end-4": "torchrun/none_tlf8xg0z/attempt_0/0/stderr.log:10",  # errors_after_the_end: '[rank 0] training finished'
-    "tr-agent_stopped-2node-2": "node_b_console.log:12",  # agent_stopped_first: 'Received 15 death signal, shutting down workers'
+    "tr-agent_stopped-2node-2": "node2_console.log:12",  # agent_stopped_first: 'Received 15 death signal, shutting down workers'
     "tr-rank0_eval_gather-2-detail": "torchrun/none_tr5shqab/attempt_0/0/stderr.log:21",  # main_process_side_path: rank 0's ALLGATHER fingerprint at SequenceNumber=10
     "tr-oom_skip_batch-4": "console.log:20",  # caught_oom_out_of_step: rank 2's warning that it caught the OOM and skips the batch
     "tr-join_check_stall-4": "torchrun/none_1afb4grs/attempt_0/1/stderr.log:5",  # barrier_peer_log_missing: rank 1 heard nothing from rank 0
@@ -203,7 +203,7 @@ FIRST_LINE = {
     "ext-spawn-crash_sigkill-3": "console.log:20",  # own_error_first: 'torch.multiprocessing.spawn.ProcessExitedException: process '
     "ext-spawn-early_exit-2": "console.log:5",  # left_while_peers_lost_it: rank 1's last step, '[GPU1] Epoch 0 | step 4 | loss 0.2285'
     "ext-spawn-port_taken-4": "console.log:41",  # store_host_failed: 'torch.distributed.DistNetworkError: The server socket has fa'
-    "ext-spawn-healthy-2": "console.log:35",  # None: 'Epoch 2 | Training checkpoint saved at /tmp/snapshot.pt'
+    "ext-spawn-healthy-2": "console.log:34",  # None: rank 0's last step (its [GPU0] prints now read as rank 0), '[GPU0] Epoch 2 | step 22 | loss 0.2699'
     "ext-tv-crash_sigkill-4-cpplog": "console.log:67",  # own_error_first: 'failed (exitcode: -9) local_rank: 0 (pid: 12017) of binary: '
     "ext-tv-hang_dataload-3": "console.log:29",  # silent_while_others_timed_out: 'RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/tr'
     "ext-tv-healthy-4": "console.log:26",  # no_failure: 'Training time 0:00:01'

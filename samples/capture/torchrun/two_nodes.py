@@ -55,7 +55,7 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_", "NCCL_"))}
     env["PYTHONUNBUFFERED"] = "1"
     with tempfile.TemporaryDirectory() as truth_a, tempfile.TemporaryDirectory() as truth_b:
-        truths = {"node_a": Path(truth_a), "node_b": Path(truth_b)}
+        truths = {"node1": Path(truth_a), "node2": Path(truth_b)}
         procs, consoles = {}, {}
         started = time.monotonic()
         for node, truth in truths.items():
@@ -65,11 +65,11 @@ def main() -> None:
                                                env={**env, "CAPTURE_TRUTH_DIR": str(truth)})
         wait_for_step(list(consoles.values()), STOP_AT_STEP)
         stopped_at = time.time()
-        procs["node_b"].send_signal(signal.SIGTERM)
+        procs["node2"].send_signal(signal.SIGTERM)
         codes = {node: proc.wait(timeout=RUN_TIMEOUT_SECONDS) for node, proc in procs.items()}
         workers = {node: json.loads((truth / "workers.json").read_text()) for node, truth in truths.items()}
         elapsed = time.monotonic() - started
-    stopped_ranks = sorted(w["global_rank"] for w in workers["node_b"].values())
+    stopped_ranks = sorted(w["global_rank"] for w in workers["node2"].values())
     exit_codes = {str(w["global_rank"]): w["exit_code"] for node in workers for w in workers[node].values()}
     expected = {
         "scenario": "agent_stopped",
@@ -79,22 +79,22 @@ def main() -> None:
         "divergence": None,
         "launcher": "torchrun",
         "truth": ("Two torchrun agents on one machine (--nnodes 2, c10d rendezvous), one worker each; two_nodes.py sent "
-                  "SIGTERM to the second agent (node_b) once both workers had logged step 10, and launch.py recorded "
+                  "SIGTERM to the second agent (node2) once both workers had logged step 10, and launch.py recorded "
                   "the global rank (RANK) the agent gave each worker and how each ended."),
-        "notes": ("node_b's agent passes the SIGTERM to its worker; node_a's worker loses its peer in the next gradient "
+        "notes": ("node2's agent passes the SIGTERM to its worker; node1's worker loses its peer in the next gradient "
                   "all_reduce (gloo: Connection closed by peer) and its agent reports the failure. gloo prints no "
                   "sequence numbers: no divergence."),
         "description": "a two-node DDP job whose second node's torchrun agent is stopped from outside (SIGTERM) while it trains",
-        "stopped_agent": "node_b",
+        "stopped_agent": "node2",
         "stopped_at": stopped_at,
         "exit_codes": exit_codes,
         "agent_exit_codes": codes,
         "worker_pids": {str(w["global_rank"]): w["pid"] for node in workers for w in workers[node].values()},
         "run_seconds": round(elapsed, 1),
-        "command": " ".join(["torchrun", *agent_command("node_X", Path("logs"), 0)[2:]]).replace(str(SAMPLES.parent) + "/", ""),
+        "command": " ".join(["torchrun", *agent_command("nodeN", Path("logs"), 0)[2:]]).replace(str(SAMPLES.parent) + "/", ""),
     }
     (out / "expected.json").write_text(json.dumps(expected, indent=2) + "\n")
-    print(f"{NAME}: {elapsed:.1f} s, node_b's rank(s) {stopped_ranks}, exit codes {exit_codes}, agents {codes}")
+    print(f"{NAME}: {elapsed:.1f} s, node2's rank(s) {stopped_ranks}, exit codes {exit_codes}, agents {codes}")
 
 
 if __name__ == "__main__":
