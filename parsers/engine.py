@@ -219,8 +219,20 @@ def _with_share(df: pl.DataFrame, spec: FormatSpec, matched: pl.Expr) -> pl.Data
     if decided not in df.columns:
         weight = pl.col("_lines")
         share = (pl.col(_MATCHED).cast(pl.Int64) * weight).sum().over("file") / weight.sum().over("file")
-        df = df.with_columns((share >= spec.min_share).alias(decided))
+        numbered = _numbered_lines(pl.col(_MATCHED))
+        df = df.with_columns(((share >= spec.min_share) & (numbered if spec.counts_lines else ~numbered)).alias(decided))
     return df.with_columns(pl.col(_MATCHED) & pl.col(decided))
+
+
+def _numbered_lines(matched: pl.Expr) -> pl.Expr:
+    """Per file, whether the number a wrapper would read (srun's `12: `) counts the lines: a paste
+    copied with its line numbers (an editor's or `cat -n`'s gutter, `12: ...`) numbers nearly every
+    line one more than the last, where a launcher's label names a few tasks over and over."""
+    number = pl.col("text").str.extract(r"^\D{0,8}?(\d{1,9})\b", 1).cast(pl.Int64, strict=False)
+    offset = pl.when(matched).then(number - pl.col("line"))
+    usual = offset.drop_nulls().mode().first().over("file")
+    counted = (offset == usual).fill_null(False).cast(pl.Int64).sum().over("file")
+    return (pl.len().over("file") >= 20) & (counted >= 0.9 * pl.len().over("file"))
 
 
 def share_decisions(df: pl.DataFrame) -> pl.DataFrame:
@@ -437,7 +449,32 @@ def _parse(df: pl.DataFrame) -> tuple[pl.DataFrame, list]:
         ts_precision=pl.col("ts_fmt").replace_strict(TS_PRECISION, default=None),
         ts_inferred=pl.col("ts_fmt").replace_strict(TS_INFERRED, default=None),
     )
-    return df, emitted
+    return _tasks_of_many_ranks(df), emitted
+
+
+def node_tasks(df: pl.DataFrame) -> pl.DataFrame:
+    """(file, task): srun's label is a rank where each task is one (rank = SLURM_PROCID), but one
+    task per node that runs a launcher (`srun --ntasks-per-node=1 torchrun ...`) labels all that
+    node's ranks with the node's task id. Where the lines of one task carry several global ranks
+    of their own (`1: [rank8]:`, `1: [rank9]:`) or several torchrun local ranks, the label names
+    no rank: its other lines (NCCL's, prints) keep the rank their own process gives them, or none."""
+    if df["task"].null_count() == df.height:
+        return df.select("file", "task").clear()
+    return (df.filter(pl.col("task").is_not_null()).group_by("file", "task")
+            .agg(ranks=pl.col("grank").drop_nulls().n_unique(), tees=pl.col("tee_local_rank").drop_nulls().n_unique())
+            .filter((pl.col("ranks") > 1) | (pl.col("tees") > 1)).select("file", "task"))
+
+
+def without_node_tasks(df: pl.DataFrame, nodes: pl.DataFrame, rank: pl.Expr) -> pl.DataFrame:
+    """`df` where the rank of a line of a node's task (node_tasks) is `rank`, not the label."""
+    if nodes.is_empty():
+        return df
+    flagged = df.join(nodes.with_columns(_node=pl.lit(True)), on=["file", "task"], how="left", maintain_order="left")
+    return flagged.with_columns(rank=pl.when(pl.col("_node")).then(rank).otherwise(pl.col("rank"))).drop("_node")
+
+
+def _tasks_of_many_ranks(df: pl.DataFrame) -> pl.DataFrame:
+    return without_node_tasks(df, node_tasks(df), pl.coalesce("grank", "mpi_rank", "hint_rank"))
 
 
 def parse_batch(lines: pl.Series, first_line: int, ctx: FileContext) -> tuple[pl.DataFrame, list]:

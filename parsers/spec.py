@@ -74,6 +74,7 @@ class FormatSpec:
     # `field` (where that is not set already), times `factor` (`data_ms` -> `data_s`, 0.001)
     into: dict = field(default_factory=dict)
     min_share: float = 0.0          # wrappers: apply only if this share of a batch matches
+    counts_lines: bool = False      # min_share wrappers: a line-number gutter (parsers/engine.py: _numbered_lines)
     midline: str | None = None      # wrappers: the tag as it recurs inside a line (parsers/records.py)
     in_files_with: str | None = None  # messages: only in files with a line containing this text
     priority: int = 100             # lower is tried first; ties keep file order
@@ -120,6 +121,8 @@ def _check(spec: FormatSpec) -> None:
         raise ValueError(f"{where}: unknown types {bad_types}")
     if spec.min_share and spec.layer != "wrapper":
         raise ValueError(f"{where}: only a wrapper has a min_share")
+    if spec.counts_lines and not spec.min_share:
+        raise ValueError(f"{where}: a line-number gutter is decided per file: it needs a min_share")
     if any(not isinstance(v, dict) or "field" not in v or "factor" not in v for v in spec.into.values()):
         raise ValueError(f"{where}: `into` maps a field to {{field = ..., factor = ...}}")
     if spec.midline and spec.layer != "wrapper":

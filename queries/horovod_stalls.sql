@@ -10,9 +10,22 @@ select file, line, coalesce(try_cast(nullif(regexp_extract(text, '^(\d+):', 1), 
        regexp_extract(text, '\[([^\]]*)\]', 1) as tensors, ts
 from events where kind = 'horovod_stalled_rank';
 
--- The job's size as far as the report shows it: the ranks seen, or more when it names a higher one.
+-- Each stalled op (in the warning's line, or one to a line after it) with its ready ranks.
+create or replace temp table horovod_ready as
+select * from (
+    select file, line, ts, op, list_transform(regexp_extract_all(listed, '\d+'), lambda x: cast(x as bigint)) as ready
+    from (
+        select file, line, ts,
+               unnest(regexp_extract_all(text, '(\S+) \[ready ranks: [\d, ]+\]', 1)) as op,
+               unnest(regexp_extract_all(text, '\[ready ranks: ([\d, ]+)\]', 1)) as listed
+        from events where kind in ('horovod_stall_warning', 'horovod_stalled_op')))
+where list_max(ready) < 131072;
+
+-- The job's size as far as the report shows it: the ranks seen, or more when it names a higher one
+-- (a listed rank, or one that submitted a stalled op).
 create or replace temp table horovod_size as
-select greatest((select count(*) from world), (select coalesce(max(rank), -1) + 1 from horovod_listed)) as n;
+select greatest((select count(*) from world), (select coalesce(max(rank), -1) + 1 from horovod_listed),
+                (select coalesce(max(list_max(ready)), -1) + 1 from horovod_ready)) as n;
 
 insert into desync (file, line, ranks, verdict, ts)
 select min(file), min(line), string_agg(distinct cast(rank as varchar), ', '), 'not_joined', min(ts)
@@ -27,16 +40,24 @@ group by rank;
 
 -- Horovod's ranks are 0..size-1: the ready lists name the job's size at least up to their highest
 -- rank, so a rank below it that no list names is waited for even where no line of its own is seen.
-insert into desync (file, line, ranks, verdict, ts)
-with stalled as (
-    select file, line, ts, list_transform(regexp_extract_all(op, '\d+'), lambda x: cast(x as bigint)) as ready
-    from (select file, line, ts, unnest(regexp_extract_all(text, '\[ready ranks: ([\d, ]+)\]', 1)) as op
-          from events where kind = 'horovod_stall_warning')
-), job as (
-    select unnest(range(0, greatest((select count(*) from world), (select max(list_max(ready)) + 1 from stalled)))) as rank
+create or replace temp table horovod_waited as
+with job as (
+    select unnest(range(0, (select n from horovod_size))) as rank
     union select rank from world
 )
-select s.file, s.line, string_agg(distinct cast(w.rank as varchar), ', '), 'not_joined', any_value(s.ts)
-from stalled s, job w
-where not list_contains(s.ready, w.rank) and list_max(s.ready) < 131072
-group by s.file, s.line;
+select s.file, s.line, s.ts, s.op, w.rank from horovod_ready s, job w where not list_contains(s.ready, w.rank);
+
+-- A few ranks waited for: the ones the others wait for (per report line, as the runtime's word).
+insert into desync (file, line, ranks, verdict, ts)
+select file, line, string_agg(distinct cast(rank as varchar), ', '), 'not_joined', any_value(ts)
+from horovod_waited
+where (select count(distinct rank) from horovod_waited) * 2 < (select n from horovod_size)
+group by file, line;
+
+-- Half the ranks or more waited for, each for other ops: the ranks submitted different tensors
+-- (two graphs that name their ops apart): the ops each one lacks are its vote, as above.
+insert into mismatches (file, line, what, rank_a, fp_a, ts)
+select min(file), min(line), 'horovod_tensors', rank, string_agg(distinct op, ', ' order by op), min(ts)
+from horovod_waited
+where (select count(distinct rank) from horovod_waited) * 2 >= (select n from horovod_size)
+group by rank;

@@ -6,15 +6,19 @@
 -- Unknown stays null.
 
 -- A py-spy dump opens with its process (`Process P: cmd`); its threads' headings and frames until
--- the next dump are that process's: they take its pid, which the links below turn into a rank.
-update events e set pid = d.pid
+-- the next dump are that process's: they take its pid, which the links below turn into a rank,
+-- and the rank its command line gives it (`--rank 3`, fairseq's `distributed_rank=3`; not a
+-- `--local_rank` or `--node_rank`), where the line has no rank of its own.
+update events e set pid = coalesce(e.pid, d.pid), rank = coalesce(e.rank, d.rank)
 from (
     select file, line as start, lead(line) over (partition by file order by line) as stop,
-           cast(regexp_extract(text, '^Process (\d+):', 1) as bigint) as pid
+           cast(regexp_extract(text, '^Process (\d+):', 1) as bigint) as pid,
+           try_cast(regexp_extract(text, '(?:^|[\s.+-])(?:distributed_)?rank[= ](\d+)(?:\s|$)', 1) as bigint) as rank
     from events where kind = 'stack_dump_process' and regexp_matches(text, '^Process \d+:')
 ) d
 where e.file = d.file and e.line >= d.start and (d.stop is null or e.line < d.stop)
-  and e.pid is null and e.kind in ('stack_dump_process', 'stack_dump_start', 'stack_frame');
+  and (e.pid is null or (e.rank is null and d.rank is not null))
+  and e.kind in ('stack_dump_process', 'stack_dump_start', 'stack_frame');
 
 -- The DeepSpeed launcher's workers (deepspeed_spawned: pid, local rank) are the global ranks their
 -- node's layout line gives them (deepspeed_node_layout: node_rank * num_local_procs + local rank),
@@ -116,12 +120,29 @@ insert into rank_readings
 select 'torchrun''s local_rank, one agent, no global rank in the logs', 'the global rank (one node assumed)', count(*)
 from single_agent_locals having count(*) > 0;
 
+-- CUDA's out-of-memory error names the device (`(GPU 3; 79.15 GiB total capacity; ...)`), and the
+-- launchers give each process the device of its local rank (torchrun and DeepSpeed's cuda:LOCAL_RANK,
+-- fairseq's and spawn's device_id = process index): an OOM line no prefix gives a rank or local
+-- rank is that local rank's (a reading: job.rank_readings).
+update events set local_rank = cast(regexp_extract(text, '\(GPU (\d+); ', 1) as bigint)
+where kind = 'out_of_memory' and rank is null and local_rank is null and regexp_matches(text, '\(GPU \d+; ');
+
+insert into rank_readings
+select '(GPU n; ...) of a CUDA out-of-memory error without a rank', 'the local rank (the launchers give each process the device of its local rank)', count(*)
+from events where kind = 'out_of_memory' and rank is null and local_rank is not null and regexp_matches(text, '\(GPU \d+; ')
+having count(*) > 0;
+
 create or replace temp table rank_by_local as
 select local_rank, min(rank) as rank from (
     select * from local_pairs
     union all
     select local_rank, local_rank, host from processes
     where rank is null and local_rank between 0 and 1023
+      and exists (select 1 from local_pairs where rank is not null and local_rank is not null)
+      and not exists (select 1 from local_pairs where rank <> local_rank)
+    union all   -- an OOM's device (above), where the pairs the logs show number both alike
+    select local_rank, local_rank, host from events
+    where kind = 'out_of_memory' and rank is null and local_rank between 0 and 1023
       and exists (select 1 from local_pairs where rank is not null and local_rank is not null)
       and not exists (select 1 from local_pairs where rank <> local_rank)
     union all

@@ -7,7 +7,7 @@ create or replace temp table mismatch_votes as
 with reports as (
     select what, rank_a, rank_b, n_a, n_b, fp_a, fp_b,
            regexp_extract(fp_a, 'SequenceNumber=(\d+)', 1) as seq_a, regexp_extract(fp_b, 'SequenceNumber=(\d+)', 1) as seq_b
-    from mismatches
+    from mismatches where what <> 'nccl_around'   -- a rank named alone, with no value to vote on
 )
 select distinct what, rank, value from (
     select what, rank_a as rank, coalesce(cast(n_a as varchar), regexp_replace(fp_a, 'SequenceNumber=\d+,? ?', '')) as value
@@ -33,7 +33,15 @@ select v.what, v.rank, v.value, n.value as norm
 from mismatch_votes v join norm n using (what)
 where v.value <> n.value
   -- a norm needs a majority: with two ranks (or a tie) nobody is the odd one out
-  and n.n * 2 > n.ranks;
+  and n.n * 2 > n.ranks
+union all
+-- Without a majority, a DDP model with no parameters at all is still the odd one: that rank
+-- built nothing to train (a branch that skipped the model, every parameter frozen), where the
+-- other side's count is what the program builds.
+select v.what, v.rank, v.value, o.value
+from mismatch_votes v join norm n using (what)
+join (select distinct what, value from mismatch_votes where value <> '0') o using (what)
+where v.what = 'ddp_params' and v.value = '0' and n.values_seen = 2 and n.n * 2 <= n.ranks;
 
 -- The same fingerprint at another SequenceNumber (`Sequence number: 19vs 31`, op, shape and dtype
 -- alike): each rank's own number as the reports give it (its latest); a rank whose number is not

@@ -2,8 +2,22 @@
 -- (an exception no format explains, OOM, a fatal signal) and collateral ones (timeouts, lost
 -- peers, aborts after a timeout), because the first rank to time out is a victim.
 -- A view: its readers take a few columns of it; a table copied every event's text (1 GB: 0.1 s).
+-- An exception whose handling raised another (`During handling of the above exception, another
+-- exception occurred:`) that is a consequence of another rank's failure (fairseq's "Unable to
+-- unpickle data from other workers ... fallen out of sync" after the garbage it received failed
+-- to unpickle): the chain is one failure, the last exception says whose.
+create or replace temp table chained_to_collateral as
+select t.file, t.line from events t
+join events c on c.file = t.file and c.kind = 'traceback_chain' and c.line between t.line + 1 and t.line + 3
+where t.kind = 'traceback'
+  and (select p.kind from events p
+       where p.file = t.file and p.line > c.line and p.kind in ('traceback', 'peer_failure_exception')
+       order by p.line limit 1) = 'peer_failure_exception';
+
 create or replace temp view rank_events as
 select e.*, case
+    when kind = 'traceback' and exists (select 1 from chained_to_collateral x where x.file = e.file and x.line = e.line)
+         then 'collateral'
     -- NCCL's system or remote error raised in Python, where NCCL's transport reported failed links:
     -- the network's failure reaching the rank, not one of its own
     when kind = 'traceback' and regexp_matches(text, 'NCCL Error [26]\b|ncclSystemError|ncclRemoteError')

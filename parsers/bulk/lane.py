@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import polars as pl
 
-from ..engine import FRAME_COLUMNS, parse_frame, share_decisions, typed_values
+from ..engine import FRAME_COLUMNS, node_tasks, parse_frame, share_decisions, typed_values, without_node_tasks
 from ..multiline import stream_key
 from ..records import touched
 from ..spec import FormatSpec
@@ -17,7 +17,7 @@ from .window import candidates_in_window
 
 _CANDIDATE, _AT, _TOKENS = "_candidate", "_at", "_tokens"
 PREFIX_COLUMNS = ("host", "pid", "rank", "local_rank", "ts", "ts_precision", "ts_inferred", "level", "header",
-                  "source", "tee_local_rank", "task", "pod")
+                  "source", "tee_local_rank", "task", "pod", "grank")
 
 
 class Taken(NamedTuple):
@@ -125,6 +125,7 @@ def finish_bulk(spec: FormatSpec, rows: pl.DataFrame, timed: pl.DataFrame) -> tu
     stamps = (timed.filter(pl.col("ts").is_not_null())
               .select(stream_key().alias("_stream"), "line", pl.col("ts").alias("_carried"))
               .sort("line"))
+    rows = without_node_tasks(rows, node_tasks(timed), pl.coalesce("grank", "hint_rank"))
     rows = rows.join_asof(stamps, on="line", by="_stream", strategy="backward", check_sortedness=False).with_columns(
         ts_inferred=pl.when(pl.col("_carried").is_not_null()).then(pl.lit("carried")),
         ts=pl.col("_carried"),
