@@ -19,7 +19,7 @@ TIMELINE_ROWS = 200
 COLLATERAL_ROWS = 200
 CULPRIT_ROWS = 40          # of the timeline's rows, at most this many kept for the culprits' own last events
 # Lines worth a place on the timeline: everything a format recognised, minus the bulk.
-QUIET_KINDS = ("other", "traceback_frame", "traceback_start", "cpp_frame", "python_logging", "timestamped_print",
+QUIET_KINDS = ("other", "traceback_frame", "traceback_start", "cpp_frame", "python_logging", "timestamped_print", "vllm_logger",
                "nccl", "c10", "nccl_coll", "detail_running", "fr_entry")
 
 

@@ -25,9 +25,9 @@ from .text import clean
 
 # How each timestamp format is read; see parse_ts.
 TS_PRECISION = {"c10": "s", "torchlog": "ms", "iso": "ms", "iso_s": "s", "rfc3339": "us", "epoch": "s", "ctime": "s",
-                "mdy": "s", "mdy_short": "s"}
+                "mdy": "s", "mdy_short": "s", "md_dash": "s"}
 TS_INFERRED = {"c10": "year,zone", "torchlog": "year,zone", "iso": "zone", "iso_s": "zone", "rfc3339": None, "epoch": None,
-               "ctime": "zone", "mdy": "zone", "mdy_short": "zone"}
+               "ctime": "zone", "mdy": "zone", "mdy_short": "zone", "md_dash": "year,zone"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,8 @@ def parse_ts(raw: pl.Expr, fmt: str) -> pl.Expr:
     """A UTC timestamp from `raw` in format `fmt`; local times without zone are taken as UTC.
     Year-less formats take the year from the line's `year` / `ref_mmdd` columns (its file's mtime)."""
     utc = pl.Datetime("us", "UTC")
+    if fmt == "md_dash":  # `09-12 14:21:07` (vLLM's logger): c10's month and day with a dash between
+        raw, fmt = raw.str.replace("-", "", literal=True, n=1), "c10"
     if fmt in ("c10", "torchlog"):
         # MMDD with the month not zero-padded (c10 streams it before setfill('0')).
         mmdd = raw.str.split_exact(" ", 1).struct.field("field_0").str.to_integer(strict=False)
@@ -219,8 +221,10 @@ def _with_share(df: pl.DataFrame, spec: FormatSpec, matched: pl.Expr) -> pl.Data
     if decided not in df.columns:
         weight = pl.col("_lines")
         share = (pl.col(_MATCHED).cast(pl.Int64) * weight).sum().over("file") / weight.sum().over("file")
-        numbered = _numbered_lines(pl.col(_MATCHED))
-        df = df.with_columns(((share >= spec.min_share) & (numbered if spec.counts_lines else ~numbered)).alias(decided))
+        df = df.with_columns((share >= spec.min_share).alias(decided))
+        if df[decided].any():   # the line-number test only where the share is there (most batches: nowhere)
+            numbered = _numbered_lines(pl.col(_MATCHED))
+            df = df.with_columns((pl.col(decided) & (numbered if spec.counts_lines else ~numbered)).alias(decided))
     return df.with_columns(pl.col(_MATCHED) & pl.col(decided))
 
 

@@ -39,6 +39,7 @@ STAGES = (
     ("nccl_ras", {}),
     ("world", {}),
     ("unnamed_comms", {}),
+    ("shared_bootstrap_address", {}),
     ("error_lines", {}),
     ("horovod_stalls", {}),
     # Flight Recorder dumps matched across ranks; fr_canonical rewrites their `collectives` rows
@@ -72,7 +73,7 @@ FR_STAGES = frozenset({"fr_groups", "fr_ops", "fr_collectives", "fr_p2p", "fr_ca
 
 # Stages that read only one runtime's report lines (by their kinds' prefix) and insert what they
 # find into the shared tables: without such a line they have nothing to do (most jobs have none).
-ONLY_WITH_KINDS = {"fr_reports": "fr_report_", "nccl_ras": "nccl_ras_", "horovod_stalls": "horovod_"}
+ONLY_WITH_KINDS = {"fr_reports": "fr_report_", "nccl_ras": "nccl_ras_", "horovod_stalls": "horovod_", "shared_bootstrap_address": "nccl"}
 
 
 def run_all(con: duckdb.DuckDBPyConnection) -> None:

@@ -26,6 +26,13 @@ where (select count(*) from world) <= (select max(n) from agent_workers)
   and exists (select 1 from events e where e.rank is not null and e.source <> 'nccl'
               and e.file in (select file from events where source = 'torchelastic'))
 union
+-- the DeepSpeed launcher's console on one node: every local worker's output goes there too
+select distinct '0', rank from world
+where (select count(*) from world) <= (select max(cast(regexp_extract(text, 'num_local_procs=(\d+)', 1) as bigint))
+                                         from events where kind = 'deepspeed_node_layout' and regexp_matches(text, '\bnnodes=1\b'))
+  and exists (select 1 from events e where e.rank is not null and e.source <> 'nccl'
+              and e.file in (select file from events where kind = 'deepspeed_node_layout'))
+union
 select distinct coalesce(pg, '0'), cast(trim(r) as bigint) from desync, unnest(string_split(ranks, ',')) as t(r)
 where verdict in ('never_joined', 'not_joined', 'monitored_barrier') and trim(r) <> '';
 

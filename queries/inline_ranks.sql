@@ -43,6 +43,14 @@ from events
 where rank is null and starts_with(text, '[GPU') and regexp_matches(text, '^\[GPU\d+\] \S')
   and (file, line, text) not in (select file, line, text from inline_rank_lines);
 
+-- A script's own print opening with its process index (`[proc 1] training_step ...`, `[process 3]`):
+-- the index spawn and the launchers give each rank (a reading, said so in the report).
+insert into inline_rank_lines
+select file, line, text, cast(regexp_extract(text, '^\[(?:[Pp]roc|[Pp]rocess) ?(\d+)\] ', 1) as bigint), false
+from events
+where rank is null and starts_with(text, '[') and regexp_matches(text, '^\[(?:[Pp]roc|[Pp]rocess) ?\d+\] \S')
+  and (file, line, text) not in (select file, line, text from inline_rank_lines);
+
 update events e set rank = i.rank from inline_rank_lines i where e.file = i.file and e.line = i.line and e.text = i.text;
 
 -- How the report read the markers it could read two ways (job.rank_readings).
@@ -54,3 +62,7 @@ from inline_rank_lines where without_pg having count(*) > 0;
 insert into rank_readings
 select '[GPUn] opening a print', 'the rank (pytorch/examples'' DDP tutorial prints [GPU{rank}]; on one node also the device)', count(*)
 from inline_rank_lines where starts_with(text, '[GPU') having count(*) > 0;
+
+insert into rank_readings
+select '[proc n] opening a print', 'the rank (the process index spawn and the launchers give each rank)', count(*)
+from inline_rank_lines where regexp_matches(text, '^\[(?:[Pp]roc|[Pp]rocess) ?\d+\] ') having count(*) > 0;

@@ -28,7 +28,7 @@ select e.*, case
                   'nccl_net_error', 'watchdog_abort', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',
                   'dump_signal', 'terminate_called', 'monitored_barrier_failed',
                   'monitored_barrier_peer_error', 'desync_lagging_never_joined', 'desync_lagging_unfinished',
-                  'desync_lagging_not_joined') then 'collateral'
+                  'desync_lagging_not_joined', 'nccl_unique_id_wait') then 'collateral'
     end as error_class
 from events e where rank is not null;
 

@@ -6,6 +6,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from correlator.cli import app
@@ -56,6 +57,17 @@ def test_a_paste_never_invents_ranks(tmp_path):
     paste.write_text(PASTE)
     report = analyze(paste).report
     assert report["job"]["ranks_seen"] == [5] and report["job"]["world_size"] is None
+
+
+@pytest.mark.parametrize("gutter", ["{n}: {line}", "{n:6d}\t{line}", "{n:4d} | {line}"])
+def test_a_paste_copied_with_its_line_numbers_invents_no_ranks(tmp_path, gutter):
+    """A gutter (`12: ...`, `cat -n`) counts the lines: not srun's label, and stripped off."""
+    lines = CONSOLE.read_text().splitlines()[:60]
+    numbered = tmp_path / "numbered.log"
+    numbered.write_text("\n".join(gutter.format(n=n, line=line) for n, line in enumerate(lines, 1)) + "\n")
+    plain = tmp_path / "plain.log"
+    plain.write_text("\n".join(lines) + "\n")
+    assert analyze(numbered).report["job"]["ranks_seen"] == analyze(plain).report["job"]["ranks_seen"]
 
 
 def test_a_paste_of_errors_is_never_healthy(tmp_path):

@@ -15,6 +15,7 @@ import pytest
 from correlator.discover import discover, path_hints
 from correlator.tables import SCHEMAS, conform
 from correlator.parsers import srun, torchelastic
+from correlator.parsers.engine import FileContext, parse_batch
 from correlator.parsers.files import parse_sources
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -312,3 +313,15 @@ def test_an_mp_spawn_childs_relayed_traceback_is_that_local_ranks(tmp_path):
 ])
 def test_path_hints(path, hints):
     assert path_hints(path) == hints
+
+
+def test_an_srun_task_that_holds_a_nodes_ranks_names_none():
+    """`srun --ntasks-per-node=1 torchrun ...`: task 1 is a node; its lines' own markers (and the
+    processes NCCL names) say which rank, the label does not."""
+    lines = ["1: [rank8]:[E1203 10:00:01.000000001 ProcessGroupNCCL.cpp:632] [Rank 8] Watchdog caught collective operation timeout",
+             "1: [rank9]:[E1203 10:00:01.000000001 ProcessGroupNCCL.cpp:632] [Rank 9] Watchdog caught collective operation timeout",
+             "1: Waiting up to 30 seconds for all training processes to terminate.",
+             "0: [rank0]:[E1203 10:00:01.000000001 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout",
+             "0: epoch 3 step 120 loss 0.52"]
+    df, _ = parse_batch(pl.Series("text", lines, dtype=pl.String), 1, FileContext("slurm-9.out"))
+    assert df["rank"].to_list() == [8, 9, None, 0, 0]

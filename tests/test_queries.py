@@ -523,3 +523,38 @@ def test_a_faulthandler_dump_gives_the_call_too(con):
                 "('f.log', 3, 2, 'stack_frame', '  File \"/x/train.py\", line 80 in sync_gradients')")
     queries.run_all(con)
     assert con.execute("select rank, call from blocked_calls").fetchall() == [(2, "all_reduce")]
+
+
+def test_a_bootstrap_address_two_hosts_share_is_a_setup_error(con):
+    """Docker's bridge on every host: `Bootstrap : Using docker0:172.17.0.1` from two hosts."""
+    for line, host in ((1, "gpu-a01"), (2, "gpu-a02")):
+        con.execute("insert into events (file, line, host, kind, text) values ('c.log', ?, ?, 'nccl', ?)",
+                    [line, host, "Bootstrap : Using docker0:172.17.0.1<0>"])
+    con.execute("insert into events (file, line, host, kind, text) values ('c.log', 3, 'gpu-a03', 'nccl', ?)",
+                ["Bootstrap : Using ib0:10.3.4.18<0>"])
+    queries.run_all(con)
+    assert con.execute("select line from events where kind = 'init_error' order by line").fetchall() == [(1,), (2,)]
+
+
+def test_an_out_of_memory_error_without_a_rank_is_its_devices_local_rank(con):
+    con.execute("insert into processes (file, line, host, rank, local_rank) values ('a', 1, 'n1', 0, 0)")
+    con.execute("insert into events (file, line, kind, text) values ('paste.log', 9, 'out_of_memory', ?)",
+                ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 1; 79.15 GiB total capacity)"])
+    queries.run_all(con)
+    assert con.execute("select local_rank, rank from events where line = 9").fetchall() == [(1, 1)]
+
+
+def test_a_ddp_model_with_no_parameters_is_the_odd_one_of_two(con):
+    con.execute("insert into mismatches (file, line, what, rank_a, n_a, rank_b, n_b) values ('f', 1, 'ddp_params', 0, 2, 1, 0)")
+    queries.run_all(con)
+    assert con.execute("select rank, value, norm from mismatch_minority").fetchall() == [(1, "0", "2")]
+
+
+def test_the_rank_whose_counted_prints_stopped_short_is_behind(con):
+    """Two ranks, no majority: rank 1 printed rank 0's last line and went on; rank 0 never did."""
+    rows = [(0, 1, "[proc 0] training_step: batch 40"), (1, 2, "[proc 1] training_step: batch 40"),
+            (1, 3, "[proc 1] training_step: batch 41")]
+    for rank, line, text in rows:
+        con.execute("insert into events (file, line, rank, kind, text) values ('c.log', ?, ?, 'other', ?)", [line, rank, text])
+    queries.run_all(con)
+    assert con.execute("select rank from prints_behind").fetchall() == [(0,)]
