@@ -48,7 +48,8 @@ where rank is null and starts_with(text, '[GPU') and regexp_matches(text, '^\[GP
 insert into inline_rank_lines
 select file, line, text, cast(regexp_extract(text, '^\[(?:[Pp]roc|[Pp]rocess) ?(\d+)\] ', 1) as bigint), false
 from events
-where rank is null and starts_with(text, '[') and regexp_matches(text, '^\[(?:[Pp]roc|[Pp]rocess) ?\d+\] \S')
+where rank is null and (starts_with(text, '[proc') or starts_with(text, '[Proc'))
+  and regexp_matches(text, '^\[(?:[Pp]roc|[Pp]rocess) ?\d+\] \S')
   and (file, line, text) not in (select file, line, text from inline_rank_lines);
 
 update events e set rank = i.rank from inline_rank_lines i where e.file = i.file and e.line = i.line and e.text = i.text;
@@ -65,4 +66,5 @@ from inline_rank_lines where starts_with(text, '[GPU') having count(*) > 0;
 
 insert into rank_readings
 select '[proc n] opening a print', 'the rank (the process index spawn and the launchers give each rank)', count(*)
-from inline_rank_lines where regexp_matches(text, '^\[(?:[Pp]roc|[Pp]rocess) ?\d+\] ') having count(*) > 0;
+from inline_rank_lines where (starts_with(text, '[proc') or starts_with(text, '[Proc'))
+  and regexp_matches(text, '^\[(?:[Pp]roc|[Pp]rocess) ?\d+\] ') having count(*) > 0;
