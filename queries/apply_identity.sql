@@ -11,7 +11,8 @@ update {table} t set rank = coalesce(
     (select rank from rank_by_host_local l where l.host = t.host and l.local_rank = t.local_rank),
     (select rank from rank_by_file_local l where l.file = t.file and l.local_rank = t.local_rank),
     (select rank from rank_by_local l where l.local_rank = t.local_rank),
-    (select rank from rank_by_file f where f.file = t.file))
+    (select rank from rank_by_file f where f.file = t.file),
+    (select rank from one_rank_world))
 where t.rank is null;
 
 -- A rank's host, where the rank's own start-up line or process named it.

@@ -71,6 +71,20 @@ select pg, counter, min(seq) as seq, list(rank order by rank) filter (where seq 
 group by pg, counter
 having max(seq) > min(seq) and 2 * count(*) filter (where seq = lowest) > count(*);
 
+-- A rank that issued as many collectives as any other but waits in a seq which every other rank
+-- that reports its PG status had completed: a collective the others finished without it (NCCL
+-- lets the receivers of a smaller all_gather complete while the rank that handed a larger tensor
+-- waits for the rest). One that issued fewer is behind them (last_seq.sql), not left in one.
+create or replace temp table left_in_completed as
+select s.pg, s.counter, s.rank, s.seq from standing s
+join last_seq l using (pg, counter, rank)
+where s.counter = 'pg_seq'
+  and exists (select 1 from pg_status p where p.pg = s.pg and p.rank <> s.rank)
+  and not exists (select 1 from pg_status p where p.pg = s.pg and p.rank <> s.rank
+                  and coalesce(p.last_completed, -1) < s.seq)
+  and not exists (select 1 from last_seq o where o.pg = s.pg and o.counter = s.counter and o.rank <> s.rank
+                  and o.last_seq > l.last_seq);
+
 create or replace temp table divergence_all as
 with split as (  -- seqs where ranks issued different things
     select pg, counter, seq from seq_groups group by pg, counter, seq having count(*) > 1
@@ -100,8 +114,12 @@ with split as (  -- seqs where ranks issued different things
            -- and nothing it issued after it (NCCL enqueues ahead of completion)
            and min(s.seq) = (select l.last_seq from last_seq l where l.pg = s.pg and l.counter = s.counter and l.rank = s.rank)
     ) group by pg, counter having count(distinct seq) > 1
+), left_in as (  -- ranks that wait in a seq every other rank's PG status says it completed: the
+                -- seq they diverged at (what they issued there differs, or their side never ran)
+    select pg, counter, min(seq) as seq from left_in_completed group by pg, counter
 ), missing as (select * from behind union all select * from silent union all select * from checked
-               union all select * from apart union all select pg, counter, seq from sequence_ahead)
+               union all select * from apart union all select pg, counter, seq from sequence_ahead
+               union all select * from left_in)
 select pg, counter, min(seq) as seq, arg_min(kind = 'split', seq) as split,
        (select count(distinct rank) from last_seq l where l.pg = d.pg and l.counter = d.counter) as coverage
 from (

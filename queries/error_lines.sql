@@ -29,6 +29,9 @@ with failing as (
 select *, case
     when kind in ('detail_mismatch', 'ddp_model_mismatch', 'gloo_size_mismatch', 'nccl_ras_mismatch') then 'collective_mismatch'
     when kind in ('nccl_net_error', 'nccl_connection_closed', 'peer_connection_lost', 'nccl_remote_error') then 'transport_failure'
+    -- a rank's word that another one failed: Horovod's shutdown names a rank that finished early too
+    when kind = 'peer_failure_exception' and text like '%finished execution%' then 'rank_exited_early'
+    when kind = 'peer_failure_exception' then 'rank_crashed'
     when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'fatal_python_error', 'slurm_oom_kill',
                   'slurm_memory_limit', 'slurm_job_oom', 'srun_task_signal') then 'rank_crashed'
     when kind in ('gloo_timeout', 'watchdog_timeout', 'watchdog_abort', 'pg_status', 'pg_status_v23', 'heartbeat_monitor',

@@ -60,6 +60,22 @@ select '[rankN]: where torchrun''s agent has the role `rank`', 'the local rank t
 from events e where exists (select 1 from local_role_ranks l where l.file = e.file and l.local_rank = e.rank and l.local_rank <> l.rank)
 having count(*) > 0;
 
+-- nvidia-smi's process table beside stack dumps, on one host, and no global rank in any line: a
+-- process's GPU is its local rank, and on one node its global rank (a reading).
+insert into rank_readings
+select 'a process''s GPU in nvidia-smi''s process table, one host, no global rank in the logs', 'the global rank (one node, one GPU per process)', count(*)
+from processes where source = 'nvidia_smi' and rank is null
+  and not exists (select 1 from events where rank is not null)
+  and not exists (select 1 from processes where rank is not null)
+  and (select count(distinct host) from events where host is not null) <= 1
+having count(*) > 0;
+
+update processes set rank = local_rank
+where source = 'nvidia_smi' and rank is null
+  and not exists (select 1 from events where rank is not null)
+  and not exists (select 1 from processes where rank is not null)
+  and (select count(distinct host) from events where host is not null) <= 1;
+
 create or replace temp table rank_by_pid as
 select host, pid, min(rank) as rank from (
     select host, pid, rank from processes where rank is not null and pid is not null
@@ -171,3 +187,30 @@ where file not in (select file from events where source = 'torchelastic')
   -- host:pid:tid): one rank's tag there speaks for its own process only
   and file not in (select file from events where pid is not null group by file having count(distinct pid) > 1)
 group by file having count(distinct rank) = 1;
+
+-- A job of one process (`dist_world_size=1`, `world_size=1`, a communicator of 1 rank, and no
+-- other rank named): the worker the launcher reports dead, or whose error no prefix tags, is rank 0.
+create or replace temp table one_rank_world as
+select 0 as rank
+where exists (select 1 from processes where world_size = 1)
+  and not exists (select 1 from processes where world_size > 1)
+  and not exists (select 1 from comms where nranks > 1)
+  and not exists (select 1 from events where rank > 0)
+  and not exists (select 1 from processes where rank > 0);
+
+insert into rank_readings
+select 'a worker line without a rank in a job of one process', 'rank 0', 1
+from one_rank_world;
+
+-- A pod the user deleted (kubectl delete pod) whose own lines are not here: a PyTorchJob's
+-- `<job>-worker-N` runs node N, or N+1 beside a `<job>-master-0` (a reading: one process per pod).
+insert into rank_readings
+select 'a deleted pod (kubectl delete pod) named <job>-worker-N, without lines of its own', 'rank N, or N+1 beside a <job>-master-0 (one process per pod)', count(*)
+from exits where reason = 'pod_deleted' and rank is null and regexp_matches(host, '-worker-\d+$')
+  and host not in (select host from events where rank is not null and host is not null)
+having count(*) > 0;
+
+update exits set rank = cast(regexp_extract(host, '-worker-(\d+)$', 1) as bigint)
+    + case when exists (select 1 from events where regexp_matches(host, '-master-\d+$')) then 1 else 0 end
+where reason = 'pod_deleted' and rank is null and regexp_matches(host, '-worker-\d+$')
+  and host not in (select host from events where rank is not null and host is not null);

@@ -33,11 +33,13 @@ from seq_rows group by pg, counter, rank;
 
 -- The ranks that may be behind: a rank whose last row is its watchdog firing in the oldest
 -- collective any rank timed out in was waiting in it, not behind it; its watchdog names the
--- collective it waited in, not the last one it enqueued. Unless the others completed that seq
--- (their PG status says so): then it waits alone in what they finished, behind them.
+-- collective it waited in, not the last one it enqueued. Unless the others completed the seq it
+-- waits in (their PG status says so): then it waits alone in what they finished, behind them.
 create or replace temp table may_be_behind as
 select l.* from last_seq l
 where not (l.timed_out and l.last_seq >= coalesce(
     (select min(seq) from seq_rows s where s.pg = l.pg and s.counter = l.counter and s.state = 'timeout'), l.last_seq + 1))
    or (l.counter = 'pg_seq' and l.timed_out
-       and exists (select 1 from pg_status p where p.pg = l.pg and p.rank <> l.rank and p.last_completed >= l.last_seq));
+       and exists (select 1 from pg_status p where p.pg = l.pg and p.rank <> l.rank and p.last_completed >= (
+           select min(seq) from seq_rows s
+           where s.pg = l.pg and s.counter = l.counter and s.rank = l.rank and s.state = 'timeout')));

@@ -18,10 +18,10 @@ create or replace temp view rank_events as
 select e.*, case
     when kind = 'traceback' and exists (select 1 from chained_to_collateral x where x.file = e.file and x.line = e.line)
          then 'collateral'
-    -- NCCL's system or remote error raised in Python, where NCCL's transport reported failed links:
-    -- the network's failure reaching the rank, not one of its own
-    when kind = 'traceback' and regexp_matches(text, 'NCCL Error [26]\b|ncclSystemError|ncclRemoteError')
-         and exists (select 1 from events n where n.kind = 'nccl_net_error') then 'collateral'
+    -- NCCL's system or remote error raised in Python, where NCCL's transport reported failed links
+    -- or connections a peer closed: the network's failure, or the peer's, reaching the rank
+    when kind = 'traceback' and regexp_matches(text, 'NCCL Error [26]\b|ncclSystemError|ncclRemoteError|NCCL error: (?:unhandled system error|remote process exited)')
+         and exists (select 1 from events n where n.kind in ('nccl_net_error', 'nccl_connection_closed')) then 'collateral'
     when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'sglang_scheduler_exception', 'store_host_failed',
                   'megatron_nan_check') then 'own'
     when kind in ('init_error', 'nccl_remote_error', 'peer_failure_exception', 'gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed',

@@ -82,7 +82,10 @@ LACKING_A_PROOF = {
     # NCCL's own warning: no CPU backend prints it
     "runtime_named_mismatch_around": "captured",
     # its real-world case (FastChat's OOM) now has its rank from the OOM's device (own_error_first)
-    "error_of_the_one_failed_rank": "real-world",
+    # NCCL's completion of a mismatched all_gather on the ranks that expect less: gloo checks sizes
+    "left_in_what_the_others_completed": "captured",
+    # a Kubernetes cluster: none on this machine
+    "pod_deleted_first": "captured",
 }
 
 
