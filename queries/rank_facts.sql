@@ -22,6 +22,9 @@ select e.*, case
     -- or connections a peer closed: the network's failure, or the peer's, reaching the rank
     when kind = 'traceback' and regexp_matches(text, 'NCCL Error [26]\b|ncclSystemError|ncclRemoteError|NCCL error: (?:unhandled system error|remote process exited)')
          and exists (select 1 from events n where n.kind in ('nccl_net_error', 'nccl_connection_closed')) then 'collateral'
+    -- an allocation of more than an exabyte: a size that arrived garbled from a collective that
+    -- failed (a broadcast object's length), not memory the rank ran out of
+    when kind in ('traceback', 'out_of_memory') and text like '%Tried to allocate more than 1EB%' then 'collateral'
     when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'sglang_scheduler_exception', 'store_host_failed',
                   'megatron_nan_check') then 'own'
     when kind in ('init_error', 'nccl_remote_error', 'peer_failure_exception', 'gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed',

@@ -209,6 +209,8 @@ FIRST_LINE = {
     "ext-tv-healthy-4": "console.log:26",  # no_failure: 'Training time 0:00:01'
     "ext-tv-missing_collective-4": "console.log:68",  # blocked_in_extra_barrier: '  File "/work/torchenv/lib/python3.11/site-packages/torch/di'
     "ext-tv-size_mismatch-2": "console.log:42",  # None: 'RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/tr'
+    # a Ray Train job on a two-node Ray cluster on one machine (samples/capture/ray)
+    "ext-ray-node_died-2": "driver_console.log:67",  # node_died_first: '(raylet) The node with node id: ... has been marked dead'
 }
 
 
@@ -480,7 +482,7 @@ def test_how_the_culprits_died_is_not_collateral(reports, sample):
 
 # --- 6. verify lines are commands with the job's own values -----------------------------------
 
-COMMANDS = {"sacct", "correlator", "ssh", "py-spy", "grep", "find", "all_reduce_perf", "nsys", "ibstat", "ss"}
+COMMANDS = {"sacct", "correlator", "ssh", "py-spy", "grep", "find", "all_reduce_perf", "nsys", "ibstat", "ss", "ray", "kubectl", "nvidia-smi"}
 PLACEHOLDERS = re.compile(r"JOBID|\bPID\b|<[^>]*>|\.\.\.|your_script|\{\w+\}|\bN\b")
 
 

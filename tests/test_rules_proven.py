@@ -86,6 +86,8 @@ LACKING_A_PROOF = {
     "left_in_what_the_others_completed": "captured",
     # a Kubernetes cluster: none on this machine
     "pod_deleted_first": "captured",
+    # NCCL's peer-to-peer transport: no GPU here
+    "hung_after_init": "captured",
 }
 
 
