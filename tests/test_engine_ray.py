@@ -29,7 +29,9 @@ SMALL_GROUPS = 16 << 10  # bytes: even a sample is then several tasks
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
-    ray.init(num_cpus=2, object_store_memory=200 * 1024**2, include_dashboard=False, log_to_driver=False)
+    # address="local": a fresh instance, never a cluster that happens to run on the machine (or a
+    # stale /tmp/ray/ray_current_cluster that one left behind)
+    ray.init(address="local", num_cpus=2, object_store_memory=200 * 1024**2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
