@@ -74,6 +74,11 @@ def driver(truth_dir: str) -> None:
     except Exception as e:   # the run's own end, printed as the user sees it
         print(f"{type(e).__name__}: {e}", flush=True)
     cluster.shutdown()
+    # the cluster's address stays in Ray's record of the machine's cluster: a later ray.init()
+    # without an address would try to join the dead one
+    current = Path(tempfile.gettempdir(), "ray", "ray_current_cluster")
+    if current.exists() and current.read_text().strip() == cluster.address:
+        current.unlink()
 
 
 def main() -> None:
