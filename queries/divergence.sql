@@ -50,18 +50,6 @@ select pg, counter, seq, op, numel, dtype, ranks, len(ranks) as n from (
     from seq_rows where counter = 'nccl_opcount' and op not in ('SEND', 'RECV')
     group by pg, counter, seq, op, numel_in, dtype);
 
--- Where each rank stands in each PG's sequence, by the counters whose lines say where a rank waits:
--- the SeqNum its watchdog timed out in, else the last it issued (DETAIL's "is running" fingerprint).
--- What was enqueued says what the CPU launched ahead of the GPU, not where the rank waits: the PG
--- status's last enqueued is left out, and so are NCCL's opCount and Flight Recorder's entries (both
--- recorded at enqueue; FR's own matching reads their states, fr_findings.sql).
-create or replace temp table standing as
-select pg, counter, rank,
-       coalesce(min(seq) filter (where state = 'timeout'), max(seq) filter (where state <> 'last_enqueued')) as seq
-from seq_rows where counter in ('pg_seq', 'detail_seq')
-group by pg, counter, rank
-having seq is not null;
-
 -- Most ranks stand in one seq and the others further on: the ranks past it did not issue that seq
 -- as the majority did (a collective of the whole PG completes for every rank or for none), so it
 -- is where they diverged; what the ranks past it issued there is not in the logs.

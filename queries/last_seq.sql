@@ -31,6 +31,18 @@ select pg, counter, rank, min(host) as host,
        bool_or(state = 'timeout') as timed_out
 from seq_rows group by pg, counter, rank;
 
+-- Where each rank stands in each PG's sequence, by the counters whose lines say where a rank waits:
+-- the SeqNum its watchdog timed out in, else the last it issued (DETAIL's "is running" fingerprint).
+-- What was enqueued says what the CPU launched ahead of the GPU, not where the rank waits: the PG
+-- status's last enqueued is left out, and so are NCCL's opCount and Flight Recorder's entries (both
+-- recorded at enqueue; FR's own matching reads their states, fr_findings.sql).
+create or replace temp table standing as
+select pg, counter, rank,
+       coalesce(min(seq) filter (where state = 'timeout'), max(seq) filter (where state <> 'last_enqueued')) as seq
+from seq_rows where counter in ('pg_seq', 'detail_seq')
+group by pg, counter, rank
+having seq is not null;
+
 -- The ranks that may be behind: a rank whose last row is its watchdog firing in the oldest
 -- collective any rank timed out in was waiting in it, not behind it; its watchdog names the
 -- collective it waited in, not the last one it enqueued. Unless the others completed the seq it
@@ -40,6 +52,5 @@ select l.* from last_seq l
 where not (l.timed_out and l.last_seq >= coalesce(
     (select min(seq) from seq_rows s where s.pg = l.pg and s.counter = l.counter and s.state = 'timeout'), l.last_seq + 1))
    or (l.counter = 'pg_seq' and l.timed_out
-       and exists (select 1 from pg_status p where p.pg = l.pg and p.rank <> l.rank and p.last_completed >= (
-           select min(seq) from seq_rows s
-           where s.pg = l.pg and s.counter = l.counter and s.rank = l.rank and s.state = 'timeout')));
+       and exists (select 1 from pg_status p join standing s on s.pg = l.pg and s.counter = l.counter and s.rank = l.rank
+                   where p.pg = l.pg and p.rank <> l.rank and p.last_completed >= s.seq));
