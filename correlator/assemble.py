@@ -135,6 +135,15 @@ def _divergence(con) -> dict | None:
     # the ranks past it (queries/divergence.sql) are in no group: op null would say they never issued it
     past = [r[0] for r in con.execute("select rank from ranks_past order by rank").fetchall()]
     never = [r for r in members if r not in issued and r not in past]
+    # the other side of a DETAIL report that sat in another call there (mismatch_rows.sql:
+    # barrier_fingerprints): the collective its traceback waits in (blocked_calls.sql) is what it issued
+    beside = dict(con.execute(
+        "select b.rank_b, upper(replace(any_value(c.call), '_', '')) from barrier_fingerprints b "
+        "join blocked_calls c on c.rank = b.rank_b where b.at_seq = ? and ? = 'detail_seq' group by b.rank_b",
+        [d["seq"], d["counter"]]).fetchall()) if never else {}
+    for op in sorted(set(beside.values())):
+        out.append({"ranks": [r for r in never if beside.get(r) == op], "op": op})
+    never = [r for r in never if r not in beside]
     if never:
         out.append({"ranks": never, "op": None})
     try:   # as the first line at the divergence prints it (queries/evidence.sql)

@@ -30,12 +30,19 @@ def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
     its kind; any other becomes `traceback`, text `Type: message (in fn at file:line)`: the
     rank's own error, not a consequence of another's; or `init_error` where a frame of the
     traceback is the process group's set-up (_SETUP_FRAME), a lost connection there too."""
-    start = pl.col("text").str.starts_with("Traceback (most recent call last):")
+    opening = "Traceback (most recent call last):"
+    # a logger's message may carry the traceback's first line (sglang's `Scheduler hit an
+    # exception: Traceback (most recent call last):`): its prefix marks the message, the frames
+    # after it come bare, so the block is the stream of the line after it, with the message's rank
+    glued = pl.col("text").str.ends_with(opening) & ~pl.col("text").str.starts_with(opening)
+    start = pl.col("text").str.starts_with(opening) | glued
     if not df.select(start.any()).item():
         return df
     # a piece of a record cited whole elsewhere (parsers/records.py) neither starts nor ends one
     indented = pl.col("text").str.starts_with("  ") | (pl.col("text") == "") | (pl.col("kind") == "line_piece")
-    work = df.with_columns(_stream=stream_key()).with_columns(
+    work = df.with_columns(
+        _stream=pl.when(glued).then(stream_key().shift(-1).over("file", order_by=_ORDER)).otherwise(stream_key()),
+    ).with_columns(
         _block=start.cast(pl.Int64).cum_sum().over("_stream", order_by=_ORDER),
     ).with_columns(
         _ends=(~indented & ~start).cast(pl.Int64).cum_sum().over(["_stream", "_block"], order_by=_ORDER),
@@ -52,7 +59,9 @@ def mark_tracebacks(df: pl.DataFrame) -> pl.DataFrame:
                                                   pl.col("_f").struct.field("frame_file"),
                                                   pl.col("_f").struct.field("frame_line")).alias("_where"), "_setup")
     )
-    work = work.join(innermost, on=["_stream", "_block"], how="left")
+    work = work.join(innermost, on=["_stream", "_block"], how="left").with_columns(
+        rank=pl.when(frame | exc).then(pl.coalesce(
+            "rank", pl.col("rank").filter(glued).first().over(["_stream", "_block"]))).otherwise(pl.col("rank")))
     return work.with_columns(
         kind=pl.when(start & pl.col("kind").is_in(["other"])).then(pl.lit("traceback_start"))
         .when(frame & (pl.col("kind") == "other")).then(pl.lit("traceback_frame"))

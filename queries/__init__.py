@@ -38,6 +38,7 @@ STAGES = (
     ("mismatch_rows", {}),
     ("nccl_ras", {}),
     ("world", {}),
+    ("traceback_ranks", {}),
     ("unnamed_comms", {}),
     ("shared_bootstrap_address", {}),
     ("error_lines", {}),
@@ -59,6 +60,7 @@ STAGES = (
     ("stragglers", {}),
     ("stacks", {}),
     ("blocked_calls", {}),
+    ("shape_prints", {}),
     ("print_order", {}),
     ("uneven_totals", {}),
     ("memory", {}),
@@ -73,7 +75,16 @@ FR_STAGES = frozenset({"fr_groups", "fr_ops", "fr_collectives", "fr_p2p", "fr_ca
 
 # Stages that read only one runtime's report lines (by their kinds' prefix) and insert what they
 # find into the shared tables: without such a line they have nothing to do (most jobs have none).
-ONLY_WITH_KINDS = {"fr_reports": "fr_report_", "nccl_ras": "nccl_ras_", "horovod_stalls": "horovod_", "shared_bootstrap_address": "nccl"}
+ONLY_WITH_KINDS = {"fr_reports": "fr_report_", "nccl_ras": "nccl_ras_", "horovod_stalls": "horovod_", "shared_bootstrap_address": "nccl",
+                   "traceback_ranks": "detail_mismatch"}
+
+
+# Stages that only rows of one kind feed: without such a row (asked when the stage's turn comes)
+# their outputs are empty, and `<stage>_none` creates them so without the planning the stage costs.
+ONLY_WITH_ROWS = {
+    "divergence": "select 1 from seq_rows",
+    "blocked_calls": "select 1 from events where rank is not null and kind in ('traceback_frame', 'stack_frame')",
+}
 
 
 def run_all(con: duckdb.DuckDBPyConnection) -> None:
@@ -83,6 +94,9 @@ def run_all(con: duckdb.DuckDBPyConnection) -> None:
         if name in FR_STAGES and not has_fr:
             if name == "fr_findings":
                 run(con, "fr_none")
+            continue
+        if name in ONLY_WITH_ROWS and not con.execute(f"select exists ({ONLY_WITH_ROWS[name]})").fetchone()[0]:
+            run(con, f"{name}_none")
             continue
         if name in ONLY_WITH_KINDS and not any(k.startswith(ONLY_WITH_KINDS[name]) for k in kinds):
             continue

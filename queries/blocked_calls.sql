@@ -142,36 +142,28 @@ from call_order o join blocked_calls b on b.rank = o.ra
 group by o.ra
 having bool_and(o.cmp < 0) and count(*) >= 2 and (select yes from all_waiting);
 
--- What ranks print of the tensors they are about to hand a collective (`local embeddings
--- torch.Size([1568, 256]), calling all_gather`, `gathering scores shape=[410]`, `all_reduce over
--- 209715200 elements`, `len(log_vars): 11`): the line a script prints on every rank is one
--- template up to the size, its numbers aside (what follows the size may differ: a key list, a
--- remark); where most ranks printed one size there last and a few another, those few issued a
--- collective of another size.
-create or replace temp table shape_prints as
-with sized as (
-    select rank, file, line, ts,
-           regexp_extract(text, '^(.*?)(?:(?:torch\.Size\(\[|\bshape[=: ]+\[?|\bnumel[=: ]+|\blen\([\w.]*\)[=: ]+)(\d[\d, x]*)|\b(\d+) elements\b)',
-                          ['head', 'before', 'after']) as m
-    from events
-    where rank is not null   -- the words one of which each size print holds, before the regex
-      and (contains(text, 'Size([') or contains(text, 'shape') or contains(text, 'numel')
-           or contains(text, 'len(') or contains(text, ' elements'))
+-- Stack dumps of every rank, taken during a hang, that show no collective's frame (py-spy shows no
+-- C++ one: DDP's forward waits in its buffers' broadcast under a Python `forward`): every rank
+-- stood in the same innermost frame, and the program's paths to it split the ranks in two, the
+-- larger side at least two. The few reached it from another path (a rank-0-only evaluation
+-- through the same model): what they issued there is not what the others issued.
+create or replace temp table path_minority as
+with paths as (
+    select rank, list(regexp_replace(path, '^.*[/\\]', '') || ':' || lineno || ' in ' || fn order by depth) as frames,
+           list(line order by depth) as lines, any_value(file) as file
+    from tb_frames where rank in (select rank from last_dump)
+    group by rank
+), sites as (
+    select frames, list(rank order by rank) as ranks, count(*) as n from paths group by frames
+), parted as (   -- the minority's first frame that is not the majority's: where the paths parted
+    select s.*, list_position(list_transform(range(1, least(len(s.frames), len(m.frames)) + 1),
+                                             lambda i: s.frames[i] = m.frames[i]), false) as at
+    from sites s, (select frames from sites order by n desc limit 1) m
+    where (select count(*) from sites) = 2 and s.n < (select max(n) from sites) and (select max(n) from sites) >= 2
 )
-select rank, file, line, ts, trim(coalesce(nullif(m.before, ''), m.after), ' ,') as shape,
-       regexp_replace(m.head, '\d+', '#', 'g') || '<shape>' as template
-from sized where m.before <> '' or m.after <> '';
-
-create or replace temp table shape_minority as
-with last as (
-    select * from shape_prints
-    qualify row_number() over (partition by rank, template order by ts desc nulls last, file desc, line desc) = 1
-), votes as (
-    select template, shape, count(*) as n from last group by template, shape
-), templates as (
-    select template, sum(n) as ranks, max(n) as top from votes group by template having count(*) >= 2 and sum(n) >= 3
-), majority as (
-    select v.template, v.shape from votes v join templates t using (template) where v.n = t.top and 2 * v.n > t.ranks
-)
-select l.rank, l.file, l.line, l.shape, m.shape as majority_shape
-from last l join majority m using (template) where l.shape <> m.shape;
+select p.rank, p.file, p.lines[coalesce(t.at, len(p.lines))] as line, t.frames[coalesce(t.at, len(t.frames))] as site
+from parted t, unnest(t.ranks) as u(rank) join paths p on p.rank = u.rank
+where (select count(distinct frames[len(frames)]) from paths) = 1
+  and (select count(*) from paths) = (select count(*) from world)
+  and not exists (select 1 from blocked_calls)
+  and not exists (select 1 from rank_facts where own_errors > 0 or killed_hard or crashed_signal);

@@ -102,12 +102,16 @@ with split as (  -- seqs where ranks issued different things
            -- and nothing it issued after it (NCCL enqueues ahead of completion)
            and min(s.seq) = (select l.last_seq from last_seq l where l.pg = s.pg and l.counter = s.counter and l.rank = s.rank)
     ) group by pg, counter having count(distinct seq) > 1
+), fingerprinted as (  -- a DETAIL report's other side that sat in another call at the reporter's
+                      -- seq (its fingerprint the monitored barrier's own: mismatch_rows.sql)
+    select '0' as pg, 'detail_seq' as counter, min(at_seq) as seq from barrier_fingerprints
+    where rank_b is not null having count(*) > 0
 ), left_in as (  -- ranks that wait in a seq every other rank's PG status says it completed: the
                 -- seq they diverged at (what they issued there differs, or their side never ran)
     select pg, counter, min(seq) as seq from left_in_completed group by pg, counter
 ), missing as (select * from behind union all select * from silent union all select * from checked
                union all select * from apart union all select pg, counter, seq from sequence_ahead
-               union all select * from left_in)
+               union all select * from left_in union all select * from fingerprinted)
 select pg, counter, min(seq) as seq, arg_min(kind = 'split', seq) as split,
        (select count(distinct rank) from last_seq l where l.pg = d.pg and l.counter = d.counter) as coverage
 from (

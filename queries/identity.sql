@@ -199,8 +199,9 @@ where exists (select 1 from processes where world_size = 1)
   and not exists (select 1 from processes where rank > 0);
 
 insert into rank_readings
-select 'a worker line without a rank in a job of one process', 'rank 0', 1
-from one_rank_world;
+select 'a worker line without a rank in a job of one process', 'rank 0', count(*)
+from events where rank is null and exists (select 1 from one_rank_world)
+having count(*) > 0;
 
 -- A pod the user deleted (kubectl delete pod) whose own lines are not here: a PyTorchJob's
 -- `<job>-worker-N` runs node N, or N+1 beside a `<job>-master-0` (a reading: one process per pod).

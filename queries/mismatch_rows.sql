@@ -5,8 +5,9 @@
 -- The reports whose other side is at SequenceNumber=0 where the reporter's is later: the monitored
 -- barrier's own REDUCE/GATHER, which torch 2.1-2.13 print when that rank sits in another call. No
 -- collective of that rank (here), but a vote that it differs (mismatch_votes.sql).
+-- at_seq: the reporter's seq, where that rank sat in another call (+1: as seq_rows numbers detail_seq).
 create or replace temp view barrier_fingerprints as
-select file, line, rank_b from mismatches
+select file, line, rank_b, cast(regexp_extract(fp_a, 'SequenceNumber=(\d+)', 1) as bigint) + 1 as at_seq from mismatches
 where what = 'detail_fingerprint'
   and regexp_extract(fp_b, 'SequenceNumber=(\d+)', 1) = '0' and regexp_extract(fp_a, 'SequenceNumber=(\d+)', 1) <> '0';
 

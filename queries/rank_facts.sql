@@ -25,7 +25,9 @@ select e.*, case
     -- an allocation of more than an exabyte: a size that arrived garbled from a collective that
     -- failed (a broadcast object's length), not memory the rank ran out of
     when kind in ('traceback', 'out_of_memory') and text like '%Tried to allocate more than 1EB%' then 'collateral'
-    when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'sglang_scheduler_exception', 'store_host_failed',
+    -- (sglang's `Scheduler hit an exception:` is not here: the traceback glued to it ends in the
+    -- exception, whose own line says whose it is)
+    when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'store_host_failed',
                   'megatron_nan_check') then 'own'
     when kind in ('init_error', 'nccl_remote_error', 'peer_failure_exception', 'gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed',
                   'nccl_net_error', 'watchdog_abort', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',

@@ -59,6 +59,7 @@ FIRST_LINE = {
     "tr-shape_mismatch-8": "console.log:119",   # left_behind_in_collective: File "/work/torchenv/lib/python3.11/site-packages/torch/dist
     # a crash: the culprit's own error, else how its process died
     "slurm-crash_exception": "slurm-36.out:32",                            # rank 2: RuntimeError: corrupt batch
+    "slurm-hang_at_exit": "slurm-1.out:46",                                # srun: StepId=1.0 task 2: running
     "slurm-crash_segfault": "slurm-37.out:1",                              # node2: task 3: Segmentation fault
     "slurm-crash_sigkill": "slurm-38.out:55",                              # node1: task 1: Killed
     "tr-crash_exception-4": "torchrun/none_w24hfrka/attempt_0/1/stderr.log:13",
@@ -182,6 +183,7 @@ FIRST_LINE = {
     "tr-async_extra_broadcast-4-fr": "flight_recorder/fr_trace_rank_0:18",     # sequence_shifted: rank 0's extra BROADCAST at seq 18
     # train_prints.py captures (print() stages, a tqdm bar per rank)
     "tr-stall_before_ddp-4": "torchrun/none_it7y39op/attempt_0/2/stdout.log:2",   # prints_stopped_short: Rank 2: moving model to cpu (its last print)
+    "tr-uneven_shards_health-4": "console.log:137",                         # laggards_had_finished: [Rank 0]: Rank 3 failed to pass monitoredBarrier
     "tr-uneven_shards_val-4": "torchrun/none_6rqfqxt8/attempt_0/3/stderr.log:1",  # ran_out_of_batches: rank 3's bar (one line of \r redraws, to 9/9)
     "tr-error_after_end-4": "torchrun/none_tlf8xg0z/attempt_0/0/stderr.log:10",  # errors_after_the_end: '[rank 0] training finished'
     "tr-agent_stopped-2node-2": "node2_console.log:12",  # agent_stopped_first: 'Received 15 death signal, shutting down workers'

@@ -325,3 +325,45 @@ def test_an_srun_task_that_holds_a_nodes_ranks_names_none():
              "0: epoch 3 step 120 loss 0.52"]
     df, _ = parse_batch(pl.Series("text", lines, dtype=pl.String), 1, FileContext("slurm-9.out"))
     assert df["rank"].to_list() == [8, 9, None, 0, 0]
+
+
+GLUED_TRACEBACK = """\
+[2026-03-02 11:20:01 TP3] Scheduler hit an exception: Traceback (most recent call last):
+  File "/srv/engine/scheduler.py", line 88, in run_scheduler
+    worker = Worker(args)
+  File "/srv/engine/comm.py", line 41, in init
+    raise RuntimeError("NCCL error: unhandled system error")
+RuntimeError: NCCL error: unhandled system error
+
+[2026-03-02 11:20:02 TP0] Received sigquit from a child process. It usually means the child failed.
+"""
+
+
+def test_a_traceback_glued_to_a_log_message_is_that_messages_rank(tmp_path):
+    """A logger's message that ends with the traceback's first line: the bare frames and the
+    exception after it are one traceback, of the message's rank."""
+    (tmp_path / "server.log").write_text(GLUED_TRACEBACK)
+    events = _parse(tmp_path)[1]["server.log"].sort("line")
+    kinds = dict(_rows(events, "line", "kind"))
+    assert [kinds[n] for n in (2, 3, 4, 5)] == ["traceback_frame"] * 4
+    assert kinds[6] == "traceback"
+    assert dict(_rows(events, "line", "rank"))[6] == 3
+
+
+SRUN_WAIT = """\
+0: step 8/8 done
+srun: First task exited 30s ago
+srun: StepId=77.0 task 1: running
+srun: StepId=77.0 tasks 0,2-3: exited
+srun: error: n2: task 1: Killed
+"""
+
+
+def test_srun_task_states_after_its_wait_are_rows_per_task(tmp_path):
+    """srun's report after --wait: the tasks still running and those that exited, one row each."""
+    (tmp_path / "slurm-77.out").write_text(SRUN_WAIT)
+    exits = _parse(tmp_path)[0]["slurm-77.out"]
+    out = pl.from_arrow(srun.expand_task_ranges(exits.to_arrow().cast(SCHEMAS["exits"])))
+    states = out.filter(pl.col("reason").is_in(["still_running", "task_exited"])).sort("line", "task")
+    assert _rows(states, "line", "task", "reason") == [
+        (3, 1, "still_running"), (4, 0, "task_exited"), (4, 2, "task_exited"), (4, 3, "task_exited")]

@@ -1,4 +1,5 @@
 """Each query of queries/ on a tiny hand-made table (dbt style): the rows in, the answer out."""
+import re
 from pathlib import Path
 
 import duckdb
@@ -558,3 +559,71 @@ def test_the_rank_whose_counted_prints_stopped_short_is_behind(con):
         con.execute("insert into events (file, line, rank, kind, text) values ('c.log', ?, ?, 'other', ?)", [line, rank, text])
     queries.run_all(con)
     assert con.execute("select rank from prints_behind").fetchall() == [(0,)]
+
+
+def _created(name: str) -> list[str]:
+    return re.findall(r"create or replace temp table (\w+)", queries.text(name))
+
+
+@pytest.mark.parametrize("stage", sorted(queries.ONLY_WITH_ROWS))
+def test_a_stage_without_its_rows_leaves_what_its_none_file_creates(con, stage):
+    """Without the rows a stage reads (a paste without a counter or a frame), run_all runs
+    `<stage>_none` instead: the same tables, the same columns and types, and empty, as the stage
+    itself leaves them on such a job."""
+    for name, params in queries.STAGES:
+        if name in queries.FR_STAGES:
+            if name == "fr_findings":
+                queries.run(con, "fr_none")
+            continue
+        queries.run(con, name, **params)
+        if name == stage:
+            break
+    tables = _created(f"{stage}_none")
+    real = {t: con.execute(f"select column_name, column_type from (describe {t})").fetchall() for t in tables}
+    assert all(con.execute(f"select count(*) from {t}").fetchone() == (0,) for t in tables)
+    queries.run(con, f"{stage}_none")
+    assert {t: con.execute(f"select column_name, column_type from (describe {t})").fetchall() for t in tables} == real
+
+
+def test_run_all_skips_a_stage_without_its_rows():
+    c = duckdb.connect()
+    create_tables(c)
+    c.execute("insert into events (file, line, rank, kind, text) values ('a', 1, 0, 'other', 'hello')")
+    queries.run_all(c)
+    # tb_frames is blocked_calls.sql's own working table: only the stage itself creates it
+    assert not c.execute("select count(*) from duckdb_tables() where table_name = 'tb_frames'").fetchone()[0]
+    assert c.execute("select count(*) from blocked_calls").fetchone() == (0,)
+
+
+def test_unranked_tracebacks_are_their_detail_reporters_and_the_one_left_the_rank_left(con):
+    """A plain console of two ranks' tracebacks: the one ending in `Rank 1 is running collective`
+    is rank 1's; the other, the only rank of the world left, rank 0's."""
+    rows = [(1, "traceback_start"), (2, "traceback_frame"), (3, "detail_mismatch"),
+            (4, "traceback_start"), (5, "traceback_frame")]
+    for line, kind in rows:
+        con.execute("insert into events (file, line, kind, text) values ('c.log', ?, ?, 'x')", [line, kind])
+    con.execute("insert into mismatches (file, line, what, rank_a, fp_a, rank_b, fp_b) values "
+                "('c.log', 3, 'detail_fingerprint', 1, 'SequenceNumber=7, OpType=BROADCAST', 0, 'SequenceNumber=0OpType=REDUCE')")
+    con.execute("insert into processes (file, line, rank) values ('c.log', 0, 0), ('c.log', 0, 1)")
+    queries.run_all(con)
+    assert con.execute("select line, rank from events order by line").fetchall() == [
+        (1, 1), (2, 1), (3, 1), (4, 0), (5, 0)]
+    assert [r[1] for r in con.execute("select * from rank_readings order by marker").fetchall()] == [
+        "the reporter's rank (Rank N is running collective: ...)", "the one rank of the world whose traceback is not otherwise here"]
+
+
+def test_stack_dumps_that_reach_one_frame_by_two_paths_name_the_fewer(con):
+    """py-spy dumps of three ranks, all in `forward`: two from the training step, one from an
+    evaluation only it runs. The one is path_minority's, cited where its path parts."""
+    def dump(rank, first, via):
+        frames = ["    forward (model.py:71)", f"    {via[0]} (train.py:{via[1]})", "    main (train.py:300)"]
+        con.execute("insert into events (file, line, rank, kind, text) values ('d.txt', ?, ?, 'stack_dump_start', ?)",
+                    [first, rank, 'Thread 1 (active): "MainThread"'])
+        for i, text in enumerate(frames, 1):
+            con.execute("insert into events (file, line, rank, kind, text) values ('d.txt', ?, ?, 'stack_frame', ?)",
+                        [first + i, rank, text])
+    dump(0, 10, ("evaluate", 120))
+    dump(1, 20, ("train_step", 90))
+    dump(2, 30, ("train_step", 90))
+    queries.run_all(con)
+    assert con.execute("select rank, line, site from path_minority").fetchall() == [(0, 12, "train.py:120 in evaluate")]

@@ -214,7 +214,14 @@ def _stages_with_fr_none():
             yield name, params
 
 
-@pytest.mark.parametrize("stages", [queries.STAGES, tuple(_stages_with_fr_none())], ids=["with_fr", "without_fr"])
+def _stages_without_rows():
+    """queries.STAGES as run_all runs it on a job without the rows of ONLY_WITH_ROWS (a paste)."""
+    for name, params in _stages_with_fr_none():
+        yield (f"{name}_none", params) if name in queries.ONLY_WITH_ROWS else (name, params)
+
+
+@pytest.mark.parametrize("stages", [queries.STAGES, tuple(_stages_with_fr_none()), tuple(_stages_without_rows())],
+                         ids=["with_fr", "without_fr", "without_rows"])
 def test_every_stage_reads_only_the_parsed_tables_or_what_an_earlier_stage_created(stages):
     """A stage moved before the stage that creates what it reads is a test failure, not a
     CatalogException on the jobs that take that path."""
@@ -231,5 +238,6 @@ def test_every_stage_reads_only_the_parsed_tables_or_what_an_earlier_stage_creat
 
 
 def test_every_query_file_is_run():
-    run = {name for name, _ in queries.STAGES} | {"fr_none", "evidence"}   # evidence: verdict.prepare_evidence
+    run = ({name for name, _ in queries.STAGES} | {"fr_none", "evidence"}   # evidence: verdict.prepare_evidence
+           | {f"{name}_none" for name in queries.ONLY_WITH_ROWS})
     assert sorted(p.stem for p in (ROOT / "queries").glob("*.sql") if p.stem not in run) == []

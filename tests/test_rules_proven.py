@@ -68,7 +68,7 @@ LACKING_A_PROOF = {
     "sequence_shifted_by_history": "real-world",
     "sequence_split_without_majority": "captured", "sequence_apart_without_majority": "captured",
     "ran_ahead_of_the_others": "captured", "blocked_in_extra_barrier": "real-world",
-    "never_initialised": "both",
+    "never_initialised": "captured",
     "init_host_never_completed": "captured",
     "left_behind_in_collective": "real-world",
     "link_error_first": "captured", "fr_state_behind": "captured", "fr_p2p_unposted": "captured",
@@ -88,6 +88,9 @@ LACKING_A_PROOF = {
     "pod_deleted_first": "captured",
     # NCCL's peer-to-peer transport: no GPU here
     "hung_after_init": "captured",
+    # py-spy's view of a CUDA DDP forward (no native frame) on a rank-0-only evaluation: a dump on
+    # CPU shows torch's own Python frames (distributed.py, distributed_c10d.py), and the call rules decide
+    "dumped_on_another_path": "captured",
 }
 
 

@@ -26,7 +26,7 @@ SAMPLES_OUT="${SAMPLES_OUT:-$REPO/samples}"   # another directory leaves the bun
 EARLY_DIR="$HERE/sacct-early"; [ "$SAMPLES_OUT" = "$REPO/samples" ] || EARLY_DIR="$SAMPLES_OUT/sacct-early"
 SACCT_FORMAT=JobID,JobName,State,ExitCode,DerivedExitCode,Start,End,NodeList,MaxRSS,MaxRSSTask,MaxRSSNode
 ALL_SCENARIOS=(healthy crash_exception crash_segfault crash_sigkill oom stalled_rank_no_timeout
-  scheduler_time_limit scancel_healthy missing_collective missing_collective_debug_detail collective_mismatch)
+  scheduler_time_limit scancel_healthy missing_collective missing_collective_debug_detail collective_mismatch hang_at_exit)
 
 log() { printf '[capture %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 now_ms() { date +%FT%T.%3N; }
@@ -68,6 +68,9 @@ define_scenario() {
     collective_mismatch) KIND=collective_mismatch; CULPRITS="[2]"; SBATCH_OPTS="--time=2"
       TRAIN_ARGS="--steps 20 --fault wrong_numel --fault-rank 2"
       NOTE="rank 2 allreduces a 2048-float gradient at step 5 where the others allreduce 1024 floats" ;;
+    hang_at_exit) KIND=rank_stalled; CULPRITS="[2]"; SBATCH_OPTS="--time=2"
+      SRUN_OPTS="--label --wait=15"; TRAIN_ARGS="--steps 8 --fault hang_at_exit --fault-rank 2"
+      NOTE="rank 2 trains to the end but its process never exits (a thread it started never returns); the other tasks exit 0 and srun --wait=15 reports task 2 still running, then kills it" ;;
     *) echo "unknown scenario $1" >&2; exit 2 ;;
   esac
 }

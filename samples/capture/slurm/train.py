@@ -13,13 +13,14 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 
 import torch
 import torch.distributed as dist
 
 GRAD_NUMEL = 1024
-FAULTS = ("none", "exception", "segfault", "sigkill", "oom", "stall", "skip_allreduce", "wrong_numel")
+FAULTS = ("none", "exception", "segfault", "sigkill", "oom", "stall", "skip_allreduce", "wrong_numel", "hang_at_exit")
 
 
 def parse_args():
@@ -124,6 +125,11 @@ def main():
 
     log.info("training done after %d collectives", collectives.seq)
     dist.destroy_process_group()
+    if args.fault == "hang_at_exit" and rank == args.fault_rank:
+        # every rank completed every collective: no seq where they diverged
+        record_truth(rank, host, "hang_at_exit", args.steps, None)
+        # e.g. a checkpoint upload thread that never returns: the interpreter waits for it at exit
+        threading.Thread(target=lambda: time.sleep(1e9), name="upload").start()
 
 
 if __name__ == "__main__":

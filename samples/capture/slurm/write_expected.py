@@ -27,8 +27,11 @@ def main():
     faults = fault_records()
     # every injected fault replaces the culprit's gradient allreduce: the others issue seq N, it does not
     # (or issues a different one); train.py counts collectives on the default PG the way PyTorch's SeqNum does
-    divergence = {"pg": "0", "seq": faults[0]["seq"]} if faults else None
-    injected = ", ".join(f"--fault {f['fault']} on rank {f['rank']} ({f['host']}) at step {f['step']}, collective seq {f['seq']}" for f in faults)
+    # (a fault after the last collective has none: seq null)
+    divergence = {"pg": "0", "seq": faults[0]["seq"]} if faults and faults[0]["seq"] is not None else None
+    injected = ", ".join(f"--fault {f['fault']} on rank {f['rank']} ({f['host']}) at step {f['step']}, "
+                         + (f"collective seq {f['seq']}" if f["seq"] is not None else "after its last collective")
+                         for f in faults)
     expected = {
         "scenario": os.environ["SCENARIO"],
         "kind": kind,

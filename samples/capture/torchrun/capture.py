@@ -150,6 +150,13 @@ SCENARIOS = {
         "group (divergence.seq), and every rank times out after 20 s. Each rank's tqdm bar shows how far it got. "
         "(With the validation all_reduce on the default group, gloo aborts the short rank instead, SIGABRT on "
         "'op.preamble.length <= op.nbytes': a crash, not this case.)"),
+    "uneven_shards_health": Scenario(
+        "uneven_shards_health", "rank_exited_early", divergence_known=False,
+        description="the same 15 shards over 4 ranks (the last rank 9 batches, the others 12), with a "
+        "dist.monitored_barrier health check (10 s) before every synchronised step: the last rank finishes its "
+        "epoch, prints that its training finished and waits for the others in a final dist.barrier()",
+        note="Rank 0's next health check times out naming the last rank (`failed to pass monitoredBarrier`); the "
+        "others then lose rank 0. monitored_barrier takes no SeqNum: no divergence."),
     "rank0_eval_gather": Scenario(
         "rank0_eval_gather", "collective_mismatch", "rank0",
         description="at the fault step rank 0 alone runs an evaluation that all_gathers its predictions (as a "
@@ -238,6 +245,8 @@ SAMPLE_LIST = [
     # train_prints.py: rules that read plain prints (print_order.sql) and progress bars (uneven_totals.sql)
     Sample("stall_before_ddp", 4, 2, timeout=60.0, script=TRAIN_PRINTS, interrupt_after=8.0),
     Sample("uneven_shards_val", 4, 3, script=TRAIN_PRINTS),
+    # the runtime names the short rank, which had said its training finished (laggards_had_finished)
+    Sample("uneven_shards_health", 4, 3, script=TRAIN_PRINTS),
     # shutdown noise after a run that ended well (errors_after_the_end)
     Sample("error_after_end", 4, 2),
     # DETAIL's fingerprints apart in SequenceNumber alone (runtime_named_sequence_apart)

@@ -16,6 +16,10 @@ over its own data loader. Run under torchrun; --scenario picks the fault:
                     waits until the process-group timeout. (On the default group that all_reduce
                     would meet the others' gradient bucket: gloo aborts the receiver of the larger
                     message, "op.preamble.length <= op.nbytes", a crash rather than an early exit.)
+  uneven_shards_health the same uneven shards, with a health check before every synchronised
+                    step (dist.monitored_barrier, half the process-group timeout): the short rank
+                    finishes its epoch, says its training finished and waits for the others in a
+                    final barrier; rank 0's next health check names it as the rank that never came.
 
 The rank where the fault happens writes what it did to $CAPTURE_TRUTH_DIR (outside the logs):
 its stage, and the 1-based SeqNum of the next collective on the default PG, the one where it
@@ -36,7 +40,7 @@ from tqdm import tqdm
 
 from train import next_seq, write_truth  # the sibling workload's truth record, one format for capture.py
 
-SCENARIOS = ("stall_before_ddp", "uneven_shards_val")
+SCENARIOS = ("stall_before_ddp", "uneven_shards_val", "uneven_shards_health")
 BATCH_SIZE = 16
 BATCHES_PER_SHARD = 3
 SHARDS_PER_RANK = 4
@@ -133,6 +137,8 @@ def main() -> None:
             time.sleep(COMPUTE_SECONDS)
             sync = (i + 1) % ACCUMULATION_STEPS == 0 or i + 1 == len(train_loader)
             if sync:
+                if args.scenario == "uneven_shards_health":   # every rank still here?
+                    dist.monitored_barrier(timeout=timedelta(seconds=args.timeout / 2))
                 loss = nn.functional.cross_entropy(model(x), y) / ACCUMULATION_STEPS
                 loss.backward()  # gradient ALLREDUCE
                 optimizer.step()
@@ -143,7 +149,15 @@ def main() -> None:
                     loss.backward()
             bar.set_postfix(loss=f"{loss.item() * ACCUMULATION_STEPS:.4f}")
         bar.close()
-        if len(mine) < longest and epoch == args.epochs - 1:
+        if args.scenario == "uneven_shards_health" and epoch == args.epochs - 1:
+            if len(mine) < longest:
+                write_truth(args, rank, stage=f"epoch {epoch} end", seq=next_seq(),
+                            action=f"finished its epoch after {len(train_loader)} batches (others have "
+                                   f"{longest * BATCHES_PER_SHARD}) and waited in a final barrier while the others "
+                                   f"still ran health checks and gradient all-reduces")
+            print(f"Rank {rank}: Training finished after {len(train_loader)} batches, waiting for the other ranks", flush=True)
+            dist.barrier()
+        elif len(mine) < longest and epoch == args.epochs - 1:
             write_truth(args, rank, stage=f"epoch {epoch} validation", seq=next_seq(),
                         action=f"finished its epoch after {len(train_loader)} batches (others have "
                                f"{longest * BATCHES_PER_SHARD}), all_reduced its validation totals on the metrics "
