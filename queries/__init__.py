@@ -35,6 +35,7 @@ STAGES = (
     *(("apply_identity", {"table": t}) for t in ("events", "progress", "exits", "collectives", "pg_status", "desync", "mismatches", "processes")),
     ("relayed_errors", {}),
     *(("pg_rank_is_global", {"table": t}) for t in ("collectives", "pg_status")),
+    ("timeout_pg", {}),
     ("mismatch_rows", {}),
     ("nccl_ras", {}),
     ("world", {}),

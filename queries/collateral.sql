@@ -8,7 +8,7 @@ where kind in (
     -- other ranks: waiting, losing their peer, aborting
     'gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed', 'nccl_net_error',
     'watchdog_abort', 'gloo_size_mismatch', 'terminate_called', 'dump_signal', 'pg_status', 'pg_status_v23',
-    'monitored_barrier_peer_error', 'fatal_python_error',
+    'monitored_barrier_peer_error', 'fatal_python_error', 'sglang_load_barrier_timeout',
     -- the launcher: failed workers, the SIGTERMs it sent, its "Root Cause"
     'torchelastic_worker_exit', 'torchelastic_worker_signaled', 'torchelastic_closing_worker',
     'torchelastic_death_signal', 'torchelastic_summary',

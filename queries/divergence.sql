@@ -34,7 +34,15 @@ where (select count(*) from world) <= (select max(cast(regexp_extract(text, 'num
               and e.file in (select file from events where kind = 'deepspeed_node_layout'))
 union
 select distinct coalesce(pg, '0'), cast(trim(r) as bigint) from desync, unnest(string_split(ranks, ',')) as t(r)
-where verdict in ('never_joined', 'not_joined', 'monitored_barrier') and trim(r) <> '';
+where verdict in ('never_joined', 'not_joined', 'monitored_barrier') and trim(r) <> ''
+union
+-- a group whose every member seen has its global rank for its group rank, up to the world's
+-- last: the whole world under another id (torch 2.4+ numbers a subgroup of every rank apart from
+-- the default group), so every rank that spoke is one of its members
+select g.pg, s.rank from (
+    select pg from pg_status where pg is not null and pg <> '0' and pg_rank is not null and rank is not null
+    group by pg having bool_and(pg_rank = rank) and max(pg_rank) = (select max(rank) from world)
+) g, (select distinct rank from events where rank is not null and source <> 'nccl') s;
 
 create or replace temp table issued as
 select pg, counter, seq, rank, any_value(op) as op, any_value(numel_in) as numel, any_value(dtype) as dtype

@@ -13,7 +13,7 @@ with failing as (
                    'ray_worker_died', 'ray_train_worker_failed', 'ray_train_group_failed', 'vllm_worker_died', 'fatal_python_error', 'terminate_called',
                    'gloo_timeout', 'watchdog_timeout', 'watchdog_abort', 'peer_connection_lost', 'heartbeat_monitor',
                    'nccl_connection_closed', 'nccl_net_error', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',
-                   'detail_mismatch', 'ddp_model_mismatch', 'monitored_barrier_failed', 'monitored_barrier_peer_error',
+                   'detail_mismatch', 'ddp_model_mismatch', 'monitored_barrier_failed', 'monitored_barrier_peer_error', 'sglang_load_barrier_timeout',
                    'desync_lagging_never_joined', 'desync_lagging_unfinished', 'desync_lagging_not_joined',
                    'nccl_ras_mismatch', 'nccl_ras_dead', 'nccl_ras_comm_problem', 'nccl_ras_timeouts',
                    'srun_task_exit', 'srun_task_signal', 'slurm_oom_kill', 'slurm_memory_limit', 'slurm_job_oom',

@@ -30,7 +30,7 @@ select e.*, case
     when kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'store_host_failed',
                   'megatron_nan_check') then 'own'
     when kind in ('init_error', 'nccl_remote_error', 'peer_failure_exception', 'gloo_timeout', 'watchdog_timeout', 'peer_connection_lost', 'nccl_connection_closed',
-                  'nccl_net_error', 'watchdog_abort', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',
+                  'nccl_net_error', 'watchdog_abort', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23', 'sglang_load_barrier_timeout',
                   'dump_signal', 'terminate_called', 'monitored_barrier_failed',
                   'monitored_barrier_peer_error', 'desync_lagging_never_joined', 'desync_lagging_unfinished',
                   'desync_lagging_not_joined', 'nccl_unique_id_wait') then 'collateral'
@@ -52,8 +52,12 @@ select count(distinct pid) as n from exits where rank is null and reason = 'agen
 
 create or replace temp table rank_exits as
 select rank,
-       -- a kill, or a death the runtime saw without a word from the process (NCCL RAS: dead)
-       bool_or(signal = 9 or reason ilike '%out of memory%' or reason ilike '%oom%' or reason in ('process_dead', 'worker_died')) as killed_hard,
+       -- a kill, or a death the runtime saw without a word from the process (NCCL RAS: dead; Ray's
+       -- raylet: a worker died, but not one whose own watchdog had timed out: its abort is the end
+       -- of that timeout)
+       bool_or(signal = 9 or reason ilike '%out of memory%' or reason ilike '%oom%' or reason = 'process_dead'
+               or (reason = 'worker_died' and rank not in (select rank from events where rank is not null
+                                                           and kind in ('watchdog_timeout', 'watchdog_abort')))) as killed_hard,
        bool_or(signal in (11, 7, 4, 8)) as crashed_signal,
        -- the signal the process died of, where it is a crash's (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT)
        max(signal) filter (where signal in (11, 7, 4, 8, 6)) as fatal_signal,

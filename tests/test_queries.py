@@ -627,3 +627,14 @@ def test_stack_dumps_that_reach_one_frame_by_two_paths_name_the_fewer(con):
     dump(2, 30, ("train_step", 90))
     queries.run_all(con)
     assert con.execute("select rank, line, site from path_minority").fetchall() == [(0, 12, "train.py:120 in evaluate")]
+
+
+def test_a_watchdog_timeout_without_a_group_is_the_group_its_failure_line_names(con):
+    """torch 2.4+: `[Rank 0] Watchdog caught ... WorkNCCL(SeqNum=1214, ...)` names no group; the
+    group's own `[PG ID 2 ...] failure detected by watchdog at work sequence id: 1214` does."""
+    _collectives(con, [(0, None, "pg_seq", 1214, "ALLREDUCE", 8, "timeout"),
+                       (0, None, "pg_seq", 57, "ALLREDUCE", 8, "timeout")])
+    con.execute("insert into pg_status (file, line, rank, pg, pg_rank, seq, last_enqueued, last_completed) "
+                "values ('f', 2, 0, '2', 0, 1214, 1214, 1213)")
+    queries.run(con, "timeout_pg")
+    assert con.execute("select seq, pg from collectives order by seq").fetchall() == [(57, None), (1214, "2")]

@@ -13,9 +13,9 @@ from correlator.pipeline import analyze
 from realworld_check import ROOT, cases, expectation, false_alarm, false_healthy, problems, thread
 
 CASES = cases()
-# 30 of the 309 cases: 26 of the 285 of session 31's start (28 then, 2 fixed) and 4 of the 24 of
-# its three rounds; it only goes down
-KNOWN_WRONG_CEILING = 30
+# 29 of the 318 cases: 26 of the 285 of session 31's start (28 then, 2 fixed) and 3 of the 33 of
+# its five rounds; it only goes down
+KNOWN_WRONG_CEILING = 29
 KNOWN_WRONG = tomllib.loads((ROOT / "known_wrong.toml").read_text()) if (ROOT / "known_wrong.toml").exists() else {}
 
 
