@@ -74,7 +74,7 @@ STAGES = (
 FR_STAGES = frozenset({"fr_groups", "fr_ops", "fr_collectives", "fr_p2p", "fr_canonical", "fr_findings"})
 
 
-# Stages that read only one runtime's report lines (by their kinds' prefix) and insert what they
+# Stages that read only one runtime's report lines (by their kinds' prefix) and write what they
 # find into the shared tables: without such a line they have nothing to do (most jobs have none).
 ONLY_WITH_KINDS = {"fr_reports": "fr_report_", "nccl_ras": "nccl_ras_", "horovod_stalls": "horovod_", "shared_bootstrap_address": "nccl",
                    "traceback_ranks": "detail_mismatch"}
@@ -83,7 +83,8 @@ ONLY_WITH_KINDS = {"fr_reports": "fr_report_", "nccl_ras": "nccl_ras_", "horovod
 # Stages that only rows of one kind feed: without such a row (asked when the stage's turn comes)
 # their outputs are empty, and `<stage>_none` creates them so without the planning the stage costs.
 ONLY_WITH_ROWS = {
-    "divergence": "select 1 from seq_rows",
+    # (a DETAIL report's barrier fingerprint places a divergence of its own: divergence.sql)
+    "divergence": "select 1 from seq_rows union all select 1 from barrier_fingerprints where rank_b is not null",
     "blocked_calls": "select 1 from events where rank is not null and kind in ('traceback_frame', 'stack_frame')",
 }
 

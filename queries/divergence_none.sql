@@ -1,7 +1,8 @@
--- A job whose logs print no sequence counter (seq_rows is empty: most pastes): divergence.sql's
--- outputs that the rules, the evidence and the report read, empty, as divergence.sql leaves them
--- without a counter (its ~50 ms of planning would find nothing). speaking_ranks is read only
--- beside a divergence. tests/test_queries.py checks these are the columns divergence.sql gives.
+-- A job whose logs print no sequence counter (seq_rows is empty: most pastes) and no DETAIL report
+-- with the monitored barrier's fingerprint: divergence.sql's outputs that the rules, the evidence
+-- and the report read, empty, as divergence.sql leaves them there (its ~50 ms of planning would
+-- find nothing). speaking_ranks is read only beside a divergence. tests/test_queries.py checks
+-- these are the columns divergence.sql gives.
 create or replace temp table speaking_ranks (pg varchar, rank bigint);
 create or replace temp table seq_groups (
     pg varchar, counter varchar, seq bigint, op varchar, numel bigint, dtype varchar, ranks bigint[], n bigint);
