@@ -60,7 +60,7 @@ def _one(con, sql):
     return con.execute(sql).fetchall()
 
 
-FR_AND_COUNTERS = queries.FR_STAGES | {"world", "last_seq", "first_stalled", "divergence"}
+FR_AND_COUNTERS = queries.FR_STAGES | {"mismatch_rows", "world", "last_seq", "first_stalled", "divergence"}
 
 
 def _run(con):

@@ -71,7 +71,8 @@ def test_no_bundled_log_that_is_not_wrapped_is_joined():
     repeated long messages are not a terminal's cuts."""
     wrapped = {"d-wrapped_paste--lightning-75col-rank1-epoch-end",
                "c-ray--openrlhf-2node-vllm-engines-other-node-docker-bridge-ip-model-update-group-s29",  # 120 columns
-               "a-watchdog_2x--nemo-asr-4gpu-wrapped-padded-rank0-allgather-two-ahead-ranks1-2-broadcast-s30b"}  # 183
+               "a-watchdog_2x--nemo-asr-4gpu-wrapped-padded-rank0-allgather-two-ahead-ranks1-2-broadcast-s30b",  # 183
+               "d-megatron--bert-ci-pp4-vp2-rank6-dataloader-queue-get-rank4-batched-p2p-coalesced-timeout-wrapped-100col-s31f"}  # 100
     logs = [p for root in (ROOT / "samples", REALWORLD) for p in root.glob("*/logs/**/*")
             if p.is_file() and p.stat().st_size < 2_000_000 and b"\0" not in p.read_bytes()[:512]]
     joined = sorted(str(p.relative_to(ROOT)) for p in logs if _joined(p))
