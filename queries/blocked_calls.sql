@@ -81,6 +81,14 @@ from calls c
 where (select count(*) from calls) = 2 and c.n < (select max(n) from calls) and (select max(n) from calls) >= 2
   and (select yes from all_waiting);
 
+-- A frame as the findings cite it (`train.py:159 in train_one_epoch`), and where a path of such
+-- frames (outermost first) parts from another: the first position where they differ, null where
+-- one path is the start of the other. site_minority and path_minority compare paths so.
+create or replace temp macro frame_site(path, lineno, fn) as
+    regexp_replace(path, '^.*[/\\]', '') || ':' || lineno || ' in ' || fn;
+create or replace temp macro parted_at(frames, other) as
+    list_position(list_transform(range(1, least(len(frames), len(other)) + 1), lambda i: frames[i] = other[i]), false);
+
 -- The ranks that failed in the same collective call as the others but reached it from another
 -- line of the program (the path of the script's own frames down to the call): an `if` that hands
 -- the collective another tensor, or the same op further on after a skipped one. Two paths split
@@ -88,7 +96,7 @@ where (select count(*) from calls) = 2 and c.n < (select max(n) from calls) and 
 -- own: a rank with no traceback only lost its peers (gloo's size check aborts the receiver).
 create or replace temp table site_minority as
 with paths as (
-    select rank, list(regexp_replace(path, '^.*[/\\]', '') || ':' || lineno || ' in ' || fn order by depth) as frames,
+    select rank, list(frame_site(path, lineno, fn) order by depth) as frames,
            list(line order by depth) as lines, any_value(file) as file
     from tb_frames where not regexp_matches(path, '[/\\](torch|site-packages|dist-packages)[/\\]')
     group by rank
@@ -96,9 +104,7 @@ with paths as (
     select b.call, p.frames, list(b.rank order by b.rank) as ranks, count(*) as n
     from blocked_calls b join paths p using (rank) group by b.call, p.frames
 ), parted as (   -- the minority's first frame that is not the majority's: where the paths parted
-    select s.*, m.frames as majority_frames,
-           list_position(list_transform(range(1, least(len(s.frames), len(m.frames)) + 1),
-                                        lambda i: s.frames[i] = m.frames[i]), false) as at
+    select s.*, m.frames as majority_frames, parted_at(s.frames, m.frames) as at
     from sites s, (select frames from sites order by n desc limit 1) m
     where (select count(*) from sites) = 2 and (select count(distinct call) from sites) = 1
       and s.n < (select max(n) from sites) and (select max(n) from sites) >= 2
@@ -149,15 +155,14 @@ having bool_and(o.cmp < 0) and count(*) >= 2 and (select yes from all_waiting);
 -- through the same model): what they issued there is not what the others issued.
 create or replace temp table path_minority as
 with paths as (
-    select rank, list(regexp_replace(path, '^.*[/\\]', '') || ':' || lineno || ' in ' || fn order by depth) as frames,
+    select rank, list(frame_site(path, lineno, fn) order by depth) as frames,
            list(line order by depth) as lines, any_value(file) as file
     from tb_frames where rank in (select rank from last_dump)
     group by rank
 ), sites as (
     select frames, list(rank order by rank) as ranks, count(*) as n from paths group by frames
 ), parted as (   -- the minority's first frame that is not the majority's: where the paths parted
-    select s.*, list_position(list_transform(range(1, least(len(s.frames), len(m.frames)) + 1),
-                                             lambda i: s.frames[i] = m.frames[i]), false) as at
+    select s.*, parted_at(s.frames, m.frames) as at
     from sites s, (select frames from sites order by n desc limit 1) m
     where (select count(*) from sites) = 2 and s.n < (select max(n) from sites) and (select max(n) from sites) >= 2
 )
