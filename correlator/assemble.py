@@ -88,11 +88,16 @@ def first_stalled(con, verdict: Verdict) -> dict | None:
             "last_seq_label": step_printed(con, r["last_step"], *step[0]) if step else printed_label("progress_step", r["last_step"], None)}
 
 
-def divergence(con, culprits=()) -> dict | None:
+# The verdicts whose culprits took no part in the collective the others waited in: busy elsewhere,
+# gone, or skipping it (a rank that crashed may have died inside it).
+ABSENT_CULPRITS = frozenset({"rank_stalled", "rank_exited_early", "missing_collective"})
+
+
+def divergence(con, culprits=(), kind: str | None = None) -> dict | None:
     """The first collective where ranks disagree, each group with what its log prints of it
     (`printed`: the op, size and dtype as the log writes them; NCCL's dtype number by name) and,
     where something differs, which field and both values (`difference`, `fields`)."""
-    d = _divergence(con)
+    d = _divergence(con) or (_culprits_never_issued(con, culprits) if kind in ABSENT_CULPRITS else None)
     if d is None:
         return None
     shapes = _detail_shapes(con, d) if d["counter"] == "detail_seq" else {}
@@ -154,6 +159,28 @@ def _divergence(con) -> dict | None:
     label = printed_label(d["counter"], d["seq"], line_text(con, *first[0]) if first else None)
     return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": out, "ops": _ops(out),
             "seq_printed": seq_printed(d["counter"], d["seq"]), "seq_label": label, "ranks_past": past}
+
+
+def _culprits_never_issued(con, culprits) -> dict | None:
+    """Where the ranks that print a counter agree, the collective every one of them timed out in,
+    as a divergence of the verdict's culprits that print none in that group (a rank busy elsewhere,
+    dead or gone, that the rule named from other lines: the root a broadcast waits for, a rank whose
+    only lines are unranked): the others issued it, the culprits never did."""
+    if not culprits:
+        return None
+    rows = _rows(con, """select pg, counter, min(last_seq) as seq, any_value(last_op) as op, list(rank order by rank) as ranks
+                         from last_seq group by pg, counter
+                         having count(distinct last_seq) = 1 and count(distinct last_op) = 1 and bool_and(timed_out)
+                            and count(*) filter (where list_contains(?::bigint[], rank)) = 0
+                         order by pg, counter""", [list(culprits)])
+    if len(rows) != 1:
+        return None
+    d = rows[0]
+    groups = [{"ranks": d["ranks"], "op": d["op"], "numel": None, "dtype": None},
+              {"ranks": sorted(culprits), "op": None}]
+    return {"pg": d["pg"], "counter": d["counter"], "seq": d["seq"], "groups": groups, "ops": _ops(groups),
+            "seq_printed": seq_printed(d["counter"], d["seq"]),
+            "seq_label": printed_label(d["counter"], d["seq"], None), "ranks_past": []}
 
 
 def _ops(groups: list[dict]) -> dict:
@@ -345,7 +372,7 @@ def _with_difference(verdict: Verdict, diverged: dict | None) -> Verdict:
 
 def build(con: duckdb.DuckDBPyConnection, verdict: Verdict, job_id: str, log_dir: Path, read_lines=None) -> dict:
     """The report; `read_lines(file, numbers)` reads cited lines back whose text no table keeps."""
-    diverged = divergence(con, verdict.culprit_ranks)
+    diverged = divergence(con, verdict.culprit_ranks, verdict.kind)
     verdict = _with_difference(verdict, diverged)
     cited, causes = evidence_and_causes(con, verdict, read_lines)
     report = {

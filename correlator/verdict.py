@@ -329,7 +329,8 @@ def decide(con: duckdb.DuckDBPyConnection) -> Verdict:
         f["culprits"] = compress(culprits) if culprits else "none"
         f["own_error"] = _culprit_error(con, culprits) or f["own_error"]
         said = _Defaulting({k: v for k, v in f.items() if v is not None})
-        summary = rule.summary.format_map(said)
+        # a fact the template already puts in brackets is not bracketed twice
+        summary = rule.summary.format_map(said).replace(f"({_Defaulting.ABSENT})", _Defaulting.ABSENT)
         missing = [m.format_map(said) for m in rule.missing_facts]
         return Verdict(rule.kind, rule.name, culprits, rule.confidence, summary, f, missing, list(rule.alternative_kinds))
     readings = [r[0] for r in con.execute("select reading from error_readings order by position").fetchall()]
@@ -343,8 +344,10 @@ def decide(con: duckdb.DuckDBPyConnection) -> Verdict:
 
 class _Defaulting(dict):
     """A fact the logs do not give reads as such in a summary, not as `?` or None."""
+    ABSENT = "(not in the logs)"
+
     def __missing__(self, key):
-        return "(not in the logs)"
+        return self.ABSENT
 
 
 def evidence(con: duckdb.DuckDBPyConnection, verdict: Verdict, read_lines=None) -> list[dict]:

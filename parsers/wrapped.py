@@ -12,7 +12,10 @@ their longest); when some of them end a line at the next row (shorter, or padded
 W: a tty that pads), one in MAX_ROWS at least, which aligned records of one fixed width never do;
 and when the
 unpadded ones are pieces of more than one text and are followed by rows that open in more than one
-way, digits aside (a long message every rank prints, the same each time, is neither).
+way, digits aside (a long message every rank prints, the same each time, is neither), and two of
+them at least continue into the next row as below (a batch the bulk lane thinned holds fewer of a
+template's lines of other widths: one line followed once by a line that opens as none other does
+is no wrap, whatever the rest).
 
 A row continues into the next when it is W characters long and not padded (does not end in two
 spaces), neither it nor the next is a table row or rule (`| ... |`, `+----+`, `=====`), and the
@@ -70,17 +73,17 @@ def _join(df: pl.DataFrame) -> pl.DataFrame:
     # the cheap test first, on every batch (the hot path): a width in range, reached three times;
     # only the files that pass are read further
     maybe = df.lazy().select("file", _w=width).group_by("file").agg(W=top, at_w=(w == top).sum()).filter(
-        pl.col("W").is_between(MIN_WIDTH, MAX_WIDTH) & (pl.col("at_w") >= 3)).select("file").collect()
+        pl.col("W").is_between(MIN_WIDTH, MAX_WIDTH) & (pl.col("at_w") >= 3)).select("file", "W").collect()
     if maybe.is_empty():
         return df.with_columns(_wrapped=pl.lit(False))
-    per_file = df.lazy().filter(pl.col("file").is_in(maybe["file"].implode())).with_columns(_w=width).with_columns(
+    work = _continues(df.with_row_index("_i").join(maybe, on="file", how="left"), row, width)
+    per_file = work.lazy().filter(pl.col("W").is_not_null()).with_columns(_w=width).with_columns(
         _next=pl.col("_w").shift(-1).over("file", order_by=_ORDER),
         _next_padded=padded.shift(-1).over("file", order_by=_ORDER),
         _padded=padded,
         _shape=row.str.replace_all(r"\d+", "#"),
         _opening=_opening(row.shift(-1).over("file", order_by=_ORDER)),
     ).group_by("file").agg(
-        W=top,
         at_w=(w == top).sum(),
         below=((w < top) & (w >= top - 3)).sum(),
         ended=((w == top) & ((pl.col("_next") < top) | pl.col("_next_padded"))).sum(),
@@ -89,14 +92,32 @@ def _join(df: pl.DataFrame) -> pl.DataFrame:
         # and what they say: one long message repeated (a warning, an error every rank raised)
         # is one text, digits aside; the rows of wrapped lines are pieces of many
         texts=pl.col("_shape").filter((w == top) & ~pl.col("_padded")).n_unique(),
-        candidates=((w == top) & ~pl.col("_padded")).sum(),
-    ).filter((pl.col("W").is_between(MIN_WIDTH, MAX_WIDTH) & (pl.col("at_w") >= 3)
-             & (pl.col("at_w") > pl.col("below")) & (pl.col("ended") >= 1) & (MAX_ROWS * pl.col("ended") >= pl.col("at_w"))
-             & (pl.col("candidates") >= 2) & (pl.col("openings") >= 2) & (pl.col("texts") >= 2))
-    ).select("file", "W").collect()
+        # the rows that would continue into the next: a cut is never the only one (a file of
+        # whole lines whose longest is followed once by a line no other opens as is not wrapped,
+        # however its other rows of width W are counted: a batch the bulk lane thinned has fewer)
+        cuts=pl.col("_c").sum(),
+    ).filter((pl.col("at_w") > pl.col("below")) & (pl.col("ended") >= 1) & (MAX_ROWS * pl.col("ended") >= pl.col("at_w"))
+             & (pl.col("cuts") >= 2) & (pl.col("openings") >= 2) & (pl.col("texts") >= 2)
+    ).select("file").collect()
     if per_file.is_empty():
         return df.with_columns(_wrapped=pl.lit(False))
-    work = df.with_row_index("_i").join(per_file, on="file", how="left")
+    work = work.with_columns(_c=pl.col("_c") & pl.col("file").is_in(per_file["file"].implode()))
+    # a line starts at the file's first row and after every row that does not continue
+    work = work.with_columns(
+        _start=~pl.col("_c").shift(1).over("file", order_by=_ORDER).fill_null(False)
+    ).with_columns(_run=pl.col("_start").cast(pl.Int64).cum_sum().over("file", order_by=_ORDER))
+    runs = work.group_by("file", "_run").agg(
+        _whole=pl.col("text").sort_by("line").str.strip_chars_end("\r\n").str.join(""), _rows=pl.len())
+    work = work.join(runs, on=["file", "_run"], how="left")
+    joined = (pl.col("_rows") > 1) & (pl.col("_rows") <= MAX_ROWS)
+    return work.with_columns(
+        text=pl.when(joined & pl.col("_start")).then(pl.col("_whole").str.strip_chars_end()).otherwise(pl.col("text")),
+        _wrapped=joined & ~pl.col("_start"),
+    ).sort("_i").drop("_i", "W", "_c", "_start", "_run", "_whole", "_rows")
+
+
+def _continues(work: pl.DataFrame, row: pl.Expr, width: pl.Expr) -> pl.DataFrame:
+    """`_c`: whether a row of a file that may be wrapped at `W` continues into the next row."""
     nxt = pl.col("text").shift(-1).over("file", order_by=_ORDER)
     # how the rows that surely begin a line open (the first row, a row after a shorter one): a
     # row that opens so begins one too (a logger's prefix, a template's first word)
@@ -113,16 +134,4 @@ def _join(df: pl.DataFrame) -> pl.DataFrame:
                  # first characters and their length; a row's cut does not) or as lines begin
                  & (pl.col("_next_open") != pl.col("_open")) & pl.col("_starts").is_null()
                  & (nxt.str.strip_chars() != ""))
-    work = work.with_columns(_c=continues.fill_null(False)).drop("_open", "_next_open", "_sure_start", "_starts")
-    # a line starts at the file's first row and after every row that does not continue
-    work = work.with_columns(
-        _start=~pl.col("_c").shift(1).over("file", order_by=_ORDER).fill_null(False)
-    ).with_columns(_run=pl.col("_start").cast(pl.Int64).cum_sum().over("file", order_by=_ORDER))
-    runs = work.group_by("file", "_run").agg(
-        _whole=pl.col("text").sort_by("line").str.strip_chars_end("\r\n").str.join(""), _rows=pl.len())
-    work = work.join(runs, on=["file", "_run"], how="left")
-    joined = (pl.col("_rows") > 1) & (pl.col("_rows") <= MAX_ROWS)
-    return work.with_columns(
-        text=pl.when(joined & pl.col("_start")).then(pl.col("_whole").str.strip_chars_end()).otherwise(pl.col("text")),
-        _wrapped=joined & ~pl.col("_start"),
-    ).sort("_i").drop("_i", "W", "_c", "_start", "_run", "_whole", "_rows")
+    return work.with_columns(_c=continues.fill_null(False)).drop("_open", "_next_open", "_sure_start", "_starts")

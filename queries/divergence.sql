@@ -33,8 +33,8 @@ where (select count(*) from world) <= (select max(cast(regexp_extract(text, 'num
   and exists (select 1 from events e where e.rank is not null and e.source <> 'nccl'
               and e.file in (select file from events where kind = 'deepspeed_node_layout'))
 union
-select distinct coalesce(pg, '0'), cast(trim(r) as bigint) from desync, unnest(string_split(ranks, ',')) as t(r)
-where verdict in ('never_joined', 'not_joined', 'monitored_barrier') and trim(r) <> ''
+select distinct coalesce(pg, '0'), named from desync_named
+where verdict in ('never_joined', 'not_joined', 'monitored_barrier')
 union
 -- a group whose every member seen has its global rank for its group rank, up to the world's
 -- last: the whole world under another id (torch 2.4+ numbers a subgroup of every rank apart from

@@ -10,7 +10,7 @@ with failing as (
     select file, line, rank, kind, level, ts, text from events
     where level in ('ERROR', 'FATAL')
        or kind in ('traceback', 'out_of_memory', 'nccl_cuda_failure', 'cuda_error', 'nccl_remote_error', 'peer_failure_exception', 'init_error', 'store_host_failed', 'sglang_scheduler_exception',
-                   'ray_worker_died', 'ray_train_worker_failed', 'ray_train_group_failed', 'vllm_worker_died', 'fatal_python_error', 'terminate_called',
+                   'ray_worker_died', 'ray_train_worker_failed', 'ray_train_failed_rank', 'ray_train_group_failed', 'vllm_worker_died', 'fatal_python_error', 'terminate_called',
                    'gloo_timeout', 'watchdog_timeout', 'watchdog_abort', 'peer_connection_lost', 'heartbeat_monitor',
                    'nccl_connection_closed', 'nccl_net_error', 'gloo_size_mismatch', 'pg_status', 'pg_status_v23',
                    'detail_mismatch', 'ddp_model_mismatch', 'monitored_barrier_failed', 'monitored_barrier_peer_error', 'sglang_load_barrier_timeout',

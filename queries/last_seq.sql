@@ -20,6 +20,12 @@ union all  -- the PG status at detection: the last SeqNum this rank enqueued
 select rank, host, pg, 'pg_seq', last_enqueued, null, null, null, 'last_enqueued', ts, file, line
 from pg_status where rank is not null and last_enqueued >= 0;
 
+-- The ranks a runtime's report names, one row each: a desync report's or a monitored barrier's
+-- laggards, a barrier's silent peer (its `verdict` says which). Read by divergence.sql and rules.
+create or replace temp view desync_named as
+select d.*, cast(trim(r) as bigint) as named
+from desync d, unnest(string_split(d.ranks, ',')) as t(r) where trim(r) <> '';
+
 -- Of rows with the same seq (issued and timed out, tee'd copies), the last in file order cites it:
 -- file and line of one row, the same every run.
 create or replace temp table last_seq as

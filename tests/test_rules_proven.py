@@ -88,6 +88,8 @@ LACKING_A_PROOF = {
     "pod_deleted_first": "captured",
     # NCCL's peer-to-peer transport: no GPU here
     "hung_after_init": "captured",
+    # NCCL's proxy service thread, which reports a local peer's closed connection: no GPU here
+    "crash_named_by_local_peers": "captured",
     # py-spy's view of a CUDA DDP forward (no native frame) on a rank-0-only evaluation: a dump on
     # CPU shows torch's own Python frames (distributed.py, distributed_c10d.py), and the call rules decide
     "dumped_on_another_path": "captured",

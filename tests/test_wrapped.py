@@ -96,6 +96,20 @@ def test_the_first_row_gets_the_whole_line_and_the_rest_stay_pieces():
     assert out.filter(pl.col("_wrapped"))["text"].to_list() == [r for r in rows if not any(line.startswith(r) for line in lines)]
 
 
+@pytest.mark.parametrize("steps", [range(17, 45), range(42, 45)])
+def test_one_long_line_before_a_traceback_is_no_wrap_however_many_template_lines_share_its_width(steps):
+    """A template's lines of the same width (progress steps) and one line that a `Traceback` header
+    follows are whole lines: joined they would hide the traceback. The bulk lane thins a batch to
+    a few of the steps (range(42, 45)), and the reading must not change with it (test_fuzz)."""
+    lines = ([f"2026-11-29 21:22:{i:02},484 INFO [rank 0] step {i}/900 loss 0.5" for i in range(9, 13)]
+             + ["2026-11-29 21:22:13,484 INFO [rank 1] step failed: CUDA error", "Traceback (most recent call last):"]
+             + [f"2026-11-29 21:22:{i:02},484 WARNING [rank 0] step {i}/900 loss 0.5" for i in steps])
+    frame = pl.DataFrame({"file": ["paste"] * len(lines), "line": list(range(1, len(lines) + 1)), "text": lines})
+    out = join_wrapped_rows(frame)
+    assert not out["_wrapped"].any()
+    assert out["text"].to_list() == lines
+
+
 def test_an_indented_paste_of_prefixed_nccl_coll_lines_keeps_them(tmp_path):
     """The bulk lane's per-file launcher decisions (pdsh's `host: `) are taken without the indent too."""
     from correlator.pipeline import parse_job, run_queries
